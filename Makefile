@@ -1,0 +1,56 @@
+# pcp-route-processing — `make help` lists the targets.
+SHELL := /bin/bash
+GO    ?= go
+BIN   := bin
+PKGS  := ./...
+# Integration tests start PostgreSQL and a broker per test binary; two cores
+# run two binaries at a time.
+TEST_FLAGS ?= -race -count=1 -timeout 20m -p 2
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_\/-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## build bin/ingestor and bin/outbox-relay
+	$(GO) build -o $(BIN)/ ./cmd/ingestor ./cmd/outbox-relay
+
+.PHONY: test
+test: ## every unit and integration test (real PostgreSQL and broker), with -race, plus lint and chart checks
+	$(GO) vet $(PKGS)
+	@unformatted=$$(gofmt -l cmd pkg db scripts); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) test $(TEST_FLAGS) $(PKGS)
+	@if [ -x scripts/chart-check.sh ]; then bash scripts/chart-check.sh; fi
+
+.PHONY: test/short
+test/short: ## unit tests only (no infrastructure)
+	$(GO) test -short -count=1 $(PKGS)
+
+.PHONY: lint
+lint: ## go vet, gofmt and the chart checks
+	$(GO) vet $(PKGS)
+	@unformatted=$$(gofmt -l cmd pkg db scripts); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	@if [ -x scripts/chart-check.sh ]; then bash scripts/chart-check.sh; fi
+
+.PHONY: fuzz
+fuzz: ## fuzz the passport parser for FUZZTIME (default 2m)
+	$(GO) test ./pkg/passport -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-2m}
+
+.PHONY: bench
+bench: build ## throughput and latency benchmarks, settings side by side
+	@if [ -f scripts/bench.sh ]; then bash scripts/bench.sh; else echo "bench: not yet"; fi
+
+.PHONY: run
+run: build ## local PostgreSQL + dev broker + migrations + both binaries + sample traffic
+	@if [ -f scripts/run.sh ]; then bash scripts/run.sh; else echo "run: not yet"; fi
+
+.PHONY: migrate
+migrate: build ## apply migrations to DATABASE_URL
+	@test -n "$$DATABASE_URL" || { echo "set DATABASE_URL"; exit 2; }
+	$(BIN)/ingestor migrate
+
+.PHONY: clean
+clean: ## remove build output and the local dev data
+	rm -rf $(BIN) .dev

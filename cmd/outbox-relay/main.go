@@ -1,0 +1,46 @@
+// Command outbox-relay publishes the rows of route_passport_outbox to Kafka:
+// it claims due rows with FOR UPDATE SKIP LOCKED and a lease, publishes them
+// with an idempotent producer, and marks them PUBLISHED, or reschedules them
+// with capped exponential backoff.
+//
+//	outbox-relay                          run the relay
+//	outbox-relay stats                    rows per status, oldest pending age, failures
+//	outbox-relay requeue --failed | --id ID | --route-id ID
+//	outbox-relay pause [--reason TEXT]    every relay stops claiming within one poll interval
+//	outbox-relay resume
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/pcp/route-processing/pkg/config"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "outbox-relay:", err)
+	}
+	os.Exit(config.ExitCode(err))
+}
+
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return runRelay(ctx, environ, stderr)
+	}
+	switch args[0] {
+	case "stats", "requeue", "pause", "resume":
+		return runOps(ctx, args[0], args[1:], environ, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprintln(stdout, "usage: outbox-relay [stats | requeue --failed|--id ID|--route-id ID | pause [--reason TEXT] | resume]")
+		return nil
+	}
+	return &config.UsageError{Msg: fmt.Sprintf("unknown subcommand %q (want none, stats, requeue, pause or resume)", args[0])}
+}

@@ -1,0 +1,328 @@
+// Package config reads the environment of contract §5 into one typed struct
+// per binary and validates it at start, so that a wrong setting stops the
+// process with one line naming the variable instead of failing later.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Error names the variable that is missing or malformed. Mains exit with
+// status 2 on it.
+type Error struct {
+	Var    string
+	Reason string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("config: %s: %s", e.Var, e.Reason) }
+
+// KafkaPropertyPrefix marks environment variables that are passed to
+// librdkafka unchanged: KAFKA_PROPERTY_SECURITY_PROTOCOL=SASL_SSL becomes
+// security.protocol=SASL_SSL. librdkafka property names are lower-case words
+// joined by dots, so the mapping is lossless.
+const KafkaPropertyPrefix = "KAFKA_PROPERTY_"
+
+// Common settings of both binaries.
+type Common struct {
+	// DatabaseURL is the PostgreSQL connection string (DATABASE_URL, required).
+	// It may hold a password: never log it.
+	DatabaseURL string
+	// KafkaBootstrapServers is the broker list (KAFKA_BOOTSTRAP_SERVERS, required).
+	KafkaBootstrapServers string
+	// KafkaProperties are extra librdkafka properties from KAFKA_PROPERTY_*
+	// variables (TLS, SASL, tuning). Values may be secrets: log keys only.
+	KafkaProperties map[string]string
+
+	TopicInput             string // TOPIC_INPUT
+	TopicInputDLQ          string // TOPIC_INPUT_DLQ
+	TopicProcessedRoute    string // TOPIC_PROCESSED_ROUTE (ModeStatusChangedEvent)
+	TopicRouteGeoreference string // TOPIC_ROUTE_GEOREFERENCE (RouteGeoRefEvent)
+
+	// HTTPAddr serves /healthz, /readyz and /metrics (HTTP_ADDR).
+	HTTPAddr string
+	// LogFormat is "json" (default) or "text" (colour, for terminals).
+	LogFormat string
+	LogLevel  slog.Level
+
+	// MessageKey chooses the output record key: "traceId" (falling back to
+	// routeId when the trace id is missing or empty) or "routeId"
+	// (OUTBOX_MESSAGE_KEY). The ingestor applies it when it freezes the
+	// outbox rows.
+	MessageKey string
+}
+
+// Ingestor is the configuration of bin/ingestor.
+type Ingestor struct {
+	Common
+	// ConsumerGroup is the Kafka consumer group (KAFKA_CONSUMER_GROUP).
+	ConsumerGroup string
+	// BatchSize is the most records written in one transaction (INGEST_BATCH_SIZE).
+	BatchSize int
+	// BatchMaxWait bounds how long a batch waits to fill (INGEST_BATCH_MAX_WAIT).
+	BatchMaxWait time.Duration
+	// MaxValueBytes: larger record values are contract errors (INGEST_MAX_VALUE_BYTES).
+	MaxValueBytes int
+	// MaxPositions: geometries with more positions are contract errors
+	// (INGEST_MAX_POSITIONS).
+	MaxPositions int
+	// RecordRetries is how many times a record that the database alone
+	// rejects is retried before it is dead-lettered as RETRYABLE
+	// (INGEST_RECORD_RETRIES).
+	RecordRetries int
+	// MaxBackoff caps the wait between retries while the database or the
+	// DLQ is unavailable (INGEST_MAX_BACKOFF).
+	MaxBackoff time.Duration
+	// OutboxMaxAttempts is stored in each new outbox row's max_attempts
+	// (OUTBOX_MAX_ATTEMPTS).
+	OutboxMaxAttempts int
+}
+
+// Relay is the configuration of bin/outbox-relay.
+type Relay struct {
+	Common
+	// MaxAttempts: a row that failed this many publishes becomes FAILED
+	// (OUTBOX_MAX_ATTEMPTS).
+	MaxAttempts int
+	// InitialBackoff is the first retry delay, doubled per attempt
+	// (OUTBOX_INITIAL_BACKOFF).
+	InitialBackoff time.Duration
+	// MaxBackoff caps the retry delay (OUTBOX_MAX_BACKOFF).
+	MaxBackoff time.Duration
+	// LockTimeout is the lease of a claimed row (OUTBOX_LOCK_TIMEOUT).
+	LockTimeout time.Duration
+	// BatchSize is the most rows claimed at once (OUTBOX_BATCH_SIZE).
+	BatchSize int
+	// PollInterval is the fallback poll when no notification arrives, and
+	// the period within which a pause is honoured (OUTBOX_POLL_INTERVAL).
+	PollInterval time.Duration
+	// PublishTimeout bounds the wait for a batch's delivery reports and sets
+	// librdkafka's message.timeout.ms (OUTBOX_PUBLISH_TIMEOUT).
+	PublishTimeout time.Duration
+	// Retention: PUBLISHED rows older than this are deleted (OUTBOX_RETENTION;
+	// 0 disables the cleanup).
+	Retention time.Duration
+	// ProbeMaxBackoff caps the wait between broker probes during a Kafka
+	// outage (OUTBOX_PROBE_MAX_BACKOFF).
+	ProbeMaxBackoff time.Duration
+}
+
+// LoadIngestor reads the ingestor's configuration from environ (os.Environ form).
+func LoadIngestor(environ []string) (Ingestor, error) {
+	r := newReader(environ)
+	c := Ingestor{
+		Common:            r.common(),
+		ConsumerGroup:     r.str("KAFKA_CONSUMER_GROUP", "pcp-route-processing-service"),
+		BatchSize:         r.intRange("INGEST_BATCH_SIZE", 500, 1, 100_000),
+		BatchMaxWait:      r.duration("INGEST_BATCH_MAX_WAIT", 20*time.Millisecond, true),
+		MaxValueBytes:     r.intRange("INGEST_MAX_VALUE_BYTES", 1<<20, 1, 1<<30),
+		MaxPositions:      r.intRange("INGEST_MAX_POSITIONS", 100_000, 4, 100_000_000),
+		RecordRetries:     r.intRange("INGEST_RECORD_RETRIES", 3, 0, 100),
+		MaxBackoff:        r.duration("INGEST_MAX_BACKOFF", 30*time.Second, false),
+		OutboxMaxAttempts: r.intRange("OUTBOX_MAX_ATTEMPTS", 10, 1, 1_000_000),
+	}
+	return c, r.err
+}
+
+// LoadRelay reads the relay's configuration from environ (os.Environ form).
+func LoadRelay(environ []string) (Relay, error) {
+	r := newReader(environ)
+	c := Relay{
+		Common:          r.common(),
+		MaxAttempts:     r.intRange("OUTBOX_MAX_ATTEMPTS", 10, 1, 1_000_000),
+		InitialBackoff:  r.duration("OUTBOX_INITIAL_BACKOFF", time.Second, false),
+		MaxBackoff:      r.duration("OUTBOX_MAX_BACKOFF", 60*time.Second, false),
+		LockTimeout:     r.duration("OUTBOX_LOCK_TIMEOUT", 60*time.Second, false),
+		BatchSize:       r.intRange("OUTBOX_BATCH_SIZE", 500, 1, 100_000),
+		PollInterval:    r.duration("OUTBOX_POLL_INTERVAL", time.Second, false),
+		PublishTimeout:  r.duration("OUTBOX_PUBLISH_TIMEOUT", 30*time.Second, false),
+		Retention:       r.duration("OUTBOX_RETENTION", 168*time.Hour, true),
+		ProbeMaxBackoff: r.duration("OUTBOX_PROBE_MAX_BACKOFF", 30*time.Second, false),
+	}
+	if r.err == nil && c.MaxBackoff < c.InitialBackoff {
+		r.fail("OUTBOX_MAX_BACKOFF", fmt.Sprintf("%s is less than OUTBOX_INITIAL_BACKOFF (%s)", c.MaxBackoff, c.InitialBackoff))
+	}
+	if r.err == nil && c.LockTimeout <= c.PublishTimeout {
+		// A lease must outlive the wait for its batch's delivery reports, or
+		// a second relay could take rows that are still in flight.
+		if _, set := r.env["OUTBOX_PUBLISH_TIMEOUT"]; set {
+			r.fail("OUTBOX_LOCK_TIMEOUT", fmt.Sprintf("%s must exceed OUTBOX_PUBLISH_TIMEOUT (%s)", c.LockTimeout, c.PublishTimeout))
+		} else {
+			c.PublishTimeout = c.LockTimeout / 2
+		}
+	}
+	return c, r.err
+}
+
+// reader keeps the first error, so each Load reads top to bottom and reports
+// the first bad variable.
+type reader struct {
+	env map[string]string
+	err error
+}
+
+func newReader(environ []string) *reader {
+	env := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return &reader{env: env}
+}
+
+func (r *reader) fail(name, reason string) {
+	if r.err == nil {
+		r.err = &Error{Var: name, Reason: reason}
+	}
+}
+
+func (r *reader) common() Common {
+	return Common{
+		DatabaseURL:            r.required("DATABASE_URL"),
+		KafkaBootstrapServers:  r.required("KAFKA_BOOTSTRAP_SERVERS"),
+		KafkaProperties:        r.kafkaProperties(),
+		TopicInput:             r.str("TOPIC_INPUT", "pcp.request.survey-georeference.v1"),
+		TopicInputDLQ:          r.str("TOPIC_INPUT_DLQ", "pcp.request.survey-georeference-dlq.v1"),
+		TopicProcessedRoute:    r.str("TOPIC_PROCESSED_ROUTE", "pcp.route.in.v1"),
+		TopicRouteGeoreference: r.str("TOPIC_ROUTE_GEOREFERENCE", "pcp.route.georeference.v1"),
+		HTTPAddr:               r.str("HTTP_ADDR", ":8080"),
+		LogFormat:              r.oneOf("LOG_FORMAT", "json", "json", "text"),
+		LogLevel:               r.level("LOG_LEVEL"),
+		MessageKey:             r.oneOf("OUTBOX_MESSAGE_KEY", "traceId", "traceId", "routeId"),
+	}
+}
+
+func (r *reader) required(name string) string {
+	v := r.env[name]
+	if strings.TrimSpace(v) == "" {
+		r.fail(name, "required but not set")
+	}
+	return v
+}
+
+// str returns the variable, or def when it is unset or empty: an empty value
+// in a Kubernetes manifest means "not set".
+func (r *reader) str(name, def string) string {
+	if v := r.env[name]; v != "" {
+		return v
+	}
+	return def
+}
+
+func (r *reader) oneOf(name, def string, allowed ...string) string {
+	v := r.str(name, def)
+	for _, a := range allowed {
+		if v == a {
+			return v
+		}
+	}
+	r.fail(name, fmt.Sprintf("%q is not one of %s", v, strings.Join(allowed, ", ")))
+	return def
+}
+
+func (r *reader) level(name string) slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(r.str(name, "info"))); err != nil {
+		r.fail(name, fmt.Sprintf("%q is not a level (debug, info, warn, error)", r.env[name]))
+	}
+	return l
+}
+
+func (r *reader) intRange(name string, def, lo, hi int) int {
+	s, ok := r.env[name]
+	if !ok || s == "" {
+		return def
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		r.fail(name, fmt.Sprintf("%q is not an integer", s))
+		return def
+	}
+	if v < lo || v > hi {
+		r.fail(name, fmt.Sprintf("%d is outside [%d, %d]", v, lo, hi))
+		return def
+	}
+	return v
+}
+
+func (r *reader) duration(name string, def time.Duration, zeroOK bool) time.Duration {
+	s, ok := r.env[name]
+	if !ok || s == "" {
+		return def
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		r.fail(name, fmt.Sprintf("%q is not a duration (Go syntax, e.g. 500ms, 30s, 2m)", s))
+		return def
+	}
+	if v < 0 || (v == 0 && !zeroOK) {
+		r.fail(name, fmt.Sprintf("%s must be positive", s))
+		return def
+	}
+	return v
+}
+
+func (r *reader) kafkaProperties() map[string]string {
+	props := map[string]string{}
+	var keys []string
+	for k := range r.env {
+		if strings.HasPrefix(k, KafkaPropertyPrefix) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		name := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(k, KafkaPropertyPrefix), "_", "."))
+		if name == "" {
+			r.fail(k, "names no librdkafka property")
+			continue
+		}
+		props[name] = r.env[k]
+	}
+	return props
+}
+
+// UsageError is a wrong command line (unknown subcommand or flag).
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return "usage: " + e.Msg }
+
+// ExitCode maps the error a main's run returned to the process status:
+// 0 success, 2 bad configuration or usage (fix the deployment, retrying will
+// not help), 1 anything else.
+func ExitCode(err error) int {
+	var cfgErr *Error
+	var usage *UsageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &cfgErr), errors.As(err, &usage):
+		return 2
+	}
+	return 1
+}
+
+// Migrate is the configuration of `ingestor migrate`: it needs only the
+// database, so a migration Job need not be given Kafka settings.
+type Migrate struct {
+	DatabaseURL string
+	LogFormat   string
+	LogLevel    slog.Level
+}
+
+// LoadMigrate reads the configuration of `ingestor migrate`.
+func LoadMigrate(environ []string) (Migrate, error) {
+	r := newReader(environ)
+	c := Migrate{
+		DatabaseURL: r.required("DATABASE_URL"),
+		LogFormat:   r.oneOf("LOG_FORMAT", "json", "json", "text"),
+		LogLevel:    r.level("LOG_LEVEL"),
+	}
+	return c, r.err
+}

@@ -1,0 +1,99 @@
+package config
+
+import (
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var required = []string{"DATABASE_URL=postgres://u:secret@localhost/db", "KAFKA_BOOTSTRAP_SERVERS=localhost:9092"}
+
+func env(extra ...string) []string { return append(append([]string{}, required...), extra...) }
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	ing, err := LoadIngestor(env())
+	require.NoError(t, err)
+	require.Equal(t, "pcp-route-processing-service", ing.ConsumerGroup)
+	require.Equal(t, "pcp.request.survey-georeference.v1", ing.TopicInput)
+	require.Equal(t, "pcp.request.survey-georeference-dlq.v1", ing.TopicInputDLQ)
+	require.Equal(t, "pcp.route.in.v1", ing.TopicProcessedRoute)
+	require.Equal(t, "pcp.route.georeference.v1", ing.TopicRouteGeoreference)
+	require.Equal(t, ":8080", ing.HTTPAddr)
+	require.Equal(t, "json", ing.LogFormat)
+	require.Equal(t, slog.LevelInfo, ing.LogLevel)
+	require.Equal(t, "traceId", ing.MessageKey)
+	require.Equal(t, 500, ing.BatchSize)
+	require.Equal(t, 20*time.Millisecond, ing.BatchMaxWait)
+	require.Equal(t, 1<<20, ing.MaxValueBytes)
+	require.Equal(t, 100_000, ing.MaxPositions)
+
+	rel, err := LoadRelay(env())
+	require.NoError(t, err)
+	require.Equal(t, 10, rel.MaxAttempts)
+	require.Equal(t, time.Second, rel.InitialBackoff)
+	require.Equal(t, 60*time.Second, rel.MaxBackoff)
+	require.Equal(t, 60*time.Second, rel.LockTimeout)
+	require.Equal(t, 500, rel.BatchSize)
+	require.Equal(t, time.Second, rel.PollInterval)
+	require.Equal(t, 30*time.Second, rel.PublishTimeout)
+	require.Equal(t, 168*time.Hour, rel.Retention)
+}
+
+func TestErrorsNameTheVariable(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		environ []string
+		relay   bool
+		wantVar string
+	}{
+		{"missing database url", []string{"KAFKA_BOOTSTRAP_SERVERS=x:1"}, false, "DATABASE_URL"},
+		{"empty database url", []string{"DATABASE_URL=", "KAFKA_BOOTSTRAP_SERVERS=x:1"}, true, "DATABASE_URL"},
+		{"missing bootstrap", []string{"DATABASE_URL=postgres://x"}, true, "KAFKA_BOOTSTRAP_SERVERS"},
+		{"bad max backoff", env("OUTBOX_MAX_BACKOFF=soon"), true, "OUTBOX_MAX_BACKOFF"},
+		{"negative backoff", env("OUTBOX_INITIAL_BACKOFF=-1s"), true, "OUTBOX_INITIAL_BACKOFF"},
+		{"max below initial", env("OUTBOX_INITIAL_BACKOFF=10s", "OUTBOX_MAX_BACKOFF=1s"), true, "OUTBOX_MAX_BACKOFF"},
+		{"attempts not int", env("OUTBOX_MAX_ATTEMPTS=ten"), true, "OUTBOX_MAX_ATTEMPTS"},
+		{"attempts zero", env("OUTBOX_MAX_ATTEMPTS=0"), true, "OUTBOX_MAX_ATTEMPTS"},
+		{"lease shorter than explicit publish timeout", env("OUTBOX_LOCK_TIMEOUT=5s", "OUTBOX_PUBLISH_TIMEOUT=10s"), true, "OUTBOX_LOCK_TIMEOUT"},
+		{"log format", env("LOG_FORMAT=xml"), false, "LOG_FORMAT"},
+		{"log level", env("LOG_LEVEL=loud"), false, "LOG_LEVEL"},
+		{"message key", env("OUTBOX_MESSAGE_KEY=id"), false, "OUTBOX_MESSAGE_KEY"},
+		{"batch size", env("INGEST_BATCH_SIZE=0"), false, "INGEST_BATCH_SIZE"},
+		{"batch wait", env("INGEST_BATCH_MAX_WAIT=fast"), false, "INGEST_BATCH_MAX_WAIT"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var err error
+			if tc.relay {
+				_, err = LoadRelay(tc.environ)
+			} else {
+				_, err = LoadIngestor(tc.environ)
+			}
+			var cfgErr *Error
+			require.True(t, errors.As(err, &cfgErr), "want *config.Error, got %v", err)
+			require.Equal(t, tc.wantVar, cfgErr.Var)
+			require.Contains(t, err.Error(), tc.wantVar)
+			require.NotContains(t, err.Error(), "secret", "the error must not echo the database password")
+		})
+	}
+}
+
+func TestKafkaProperties(t *testing.T) {
+	t.Parallel()
+	c, err := LoadIngestor(env("KAFKA_PROPERTY_SECURITY_PROTOCOL=SASL_SSL", "KAFKA_PROPERTY_SASL_PASSWORD=p@ss=word"))
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"security.protocol": "SASL_SSL", "sasl.password": "p@ss=word"}, c.KafkaProperties)
+}
+
+func TestShortLeaseShortensDefaultPublishTimeout(t *testing.T) {
+	t.Parallel()
+	c, err := LoadRelay(env("OUTBOX_LOCK_TIMEOUT=4s"))
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Second, c.PublishTimeout)
+}

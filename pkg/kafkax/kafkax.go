@@ -1,0 +1,118 @@
+// Package kafkax is the only importer of confluent-kafka-go. It turns the
+// service's settings into librdkafka configurations, bridges librdkafka's
+// logs into slog, and offers the few operations the service needs: an
+// idempotent producer that reports per-message delivery for a batch, a
+// consumer with manual offset commits, and error classification.
+package kafkax
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// ClientConfig is what every client of the service shares.
+type ClientConfig struct {
+	// BootstrapServers is the broker list.
+	BootstrapServers string
+	// Properties are operator-supplied librdkafka properties (TLS, SASL,
+	// tuning) that override the service's defaults, except those listed in
+	// enforced by each client. Values may be secrets and are never logged.
+	Properties map[string]string
+	// ClientID names the client in broker logs and metrics.
+	ClientID string
+}
+
+// configMap builds a librdkafka configuration: defaults, then the operator's
+// properties, then the enforced settings that the service's guarantees rest
+// on (logging a warning, without the value, when an operator's property was
+// overridden).
+func configMap(logger *slog.Logger, cc ClientConfig, defaults, enforced kafka.ConfigMap) kafka.ConfigMap {
+	m := kafka.ConfigMap{
+		"bootstrap.servers": cc.BootstrapServers,
+	}
+	if cc.ClientID != "" {
+		m["client.id"] = cc.ClientID
+	}
+	for k, v := range defaults {
+		m[k] = v
+	}
+	keys := make([]string, 0, len(cc.Properties))
+	for k := range cc.Properties {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if _, isEnforced := enforced[k]; isEnforced {
+			logger.Warn("kafka: ignoring property the service must control", "property", k)
+			continue
+		}
+		m[k] = cc.Properties[k]
+	}
+	for k, v := range enforced {
+		m[k] = v
+	}
+	return m
+}
+
+// bridgeLogs forwards librdkafka's log lines into slog. It returns the
+// channel to put into the configuration; it is closed by the client's Close.
+func bridgeLogs(logger *slog.Logger, m kafka.ConfigMap, client string) {
+	ch := make(chan kafka.LogEvent, 256)
+	m["go.logs.channel.enable"] = true
+	m["go.logs.channel"] = ch
+	go func() {
+		for e := range ch {
+			// syslog levels: 0-3 error, 4 warning, 5-6 info, 7 debug.
+			lvl := slog.LevelDebug
+			switch {
+			case e.Level <= 3:
+				lvl = slog.LevelError
+			case e.Level == 4:
+				lvl = slog.LevelWarn
+			case e.Level <= 6:
+				lvl = slog.LevelInfo
+			}
+			logger.Log(context.Background(), lvl, "librdkafka: "+strings.TrimSpace(e.Message), "client", client, "tag", e.Tag, "name", e.Name)
+		}
+	}()
+}
+
+// Header is one Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Message is a record to produce.
+type Message struct {
+	Topic   string
+	Key     []byte
+	Value   []byte
+	Headers []Header
+}
+
+func toKafkaHeaders(hs []Header) []kafka.Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]kafka.Header, len(hs))
+	for i, h := range hs {
+		out[i] = kafka.Header{Key: h.Key, Value: h.Value}
+	}
+	return out
+}
+
+func fromKafkaHeaders(hs []kafka.Header) []Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]Header, len(hs))
+	for i, h := range hs {
+		out[i] = Header{Key: h.Key, Value: h.Value}
+	}
+	return out
+}

@@ -1,0 +1,262 @@
+package kafkax
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// ProducerConfig configures an idempotent producer.
+type ProducerConfig struct {
+	ClientConfig
+	// DeliveryTimeout bounds how long librdkafka tries to deliver one message
+	// (message.timeout.ms). ProduceBatch waits at most this long plus a
+	// margin for the reports.
+	DeliveryTimeout time.Duration
+	// Linger is how long librdkafka waits to fill a produce request.
+	Linger time.Duration
+}
+
+// Producer is a long-lived idempotent (acks=all) producer. ProduceBatch is
+// safe for concurrent use. After a fatal error (the idempotence guarantee
+// broken) the underlying client is replaced on the next call.
+type Producer struct {
+	logger *slog.Logger
+	cfg    ProducerConfig
+
+	mu     sync.RWMutex
+	p      *kafka.Producer
+	closed bool
+}
+
+// producerEnforced are the settings that at-least-once, in-order delivery
+// rests on; operators cannot override them.
+func producerEnforced(cfg ProducerConfig) kafka.ConfigMap {
+	return kafka.ConfigMap{
+		"enable.idempotence":                    true,
+		"acks":                                  "all",
+		"max.in.flight.requests.per.connection": 5,
+		"message.timeout.ms":                    int(cfg.DeliveryTimeout.Milliseconds()),
+		// Delivery reports go to per-call channels; nothing reads Events().
+		"go.delivery.reports":       true,
+		"go.delivery.report.fields": "key,value,headers",
+		"go.produce.channel.size":   0,
+		"go.events.channel.enable":  false,
+		"socket.keepalive.enable":   true,
+	}
+}
+
+// NewProducer creates the producer. It does not contact the brokers.
+func NewProducer(logger *slog.Logger, cfg ProducerConfig) (*Producer, error) {
+	if cfg.DeliveryTimeout <= 0 {
+		cfg.DeliveryTimeout = 30 * time.Second
+	}
+	pr := &Producer{logger: logger, cfg: cfg}
+	p, err := pr.newClient()
+	if err != nil {
+		return nil, err
+	}
+	pr.p = p
+	return pr, nil
+}
+
+func (pr *Producer) newClient() (*kafka.Producer, error) {
+	m := configMap(pr.logger, pr.cfg.ClientConfig, kafka.ConfigMap{
+		"linger.ms":          int(pr.cfg.Linger.Milliseconds()),
+		"compression.type":   "lz4",
+		"batch.num.messages": 10000,
+	}, producerEnforced(pr.cfg))
+	bridgeLogs(pr.logger, m, "producer")
+	p, err := kafka.NewProducer(&m)
+	if err != nil {
+		return nil, fmt.Errorf("create kafka producer: %w", err)
+	}
+	return p, nil
+}
+
+// ProduceBatch sends every message, then waits for every delivery report.
+// The i-th error is nil when msgs[i] was acknowledged by all in-sync replicas.
+// When ctx ends first, the messages not yet reported get ctx's error; they
+// may still be delivered later (at least once).
+func (pr *Producer) ProduceBatch(ctx context.Context, msgs []Message) []error {
+	errs := make([]error, len(msgs))
+	if len(msgs) == 0 {
+		return errs
+	}
+	p, err := pr.client()
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+
+	// Buffered for the whole batch, so librdkafka's delivery thread never
+	// blocks on us even if we stop waiting.
+	reports := make(chan kafka.Event, len(msgs))
+	pending := 0
+	for i := range msgs {
+		m := &msgs[i]
+		topic := m.Topic
+		km := &kafka.Message{
+			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+			Key:            m.Key,
+			Value:          m.Value,
+			Headers:        toKafkaHeaders(m.Headers),
+			Opaque:         i,
+		}
+		if err := produceRetryingQueueFull(ctx, p, km, reports); err != nil {
+			errs[i] = err
+			continue
+		}
+		pending++
+	}
+
+	// librdkafka's own timeout (message.timeout.ms) bounds each delivery;
+	// the margin covers report hand-off.
+	timer := time.NewTimer(pr.cfg.DeliveryTimeout + 5*time.Second)
+	defer timer.Stop()
+	waiting := make([]bool, len(msgs))
+	for i := range msgs {
+		waiting[i] = errs[i] == nil
+	}
+	for pending > 0 {
+		select {
+		case ev := <-reports:
+			km, ok := ev.(*kafka.Message)
+			if !ok {
+				continue
+			}
+			i := km.Opaque.(int)
+			if waiting[i] {
+				waiting[i] = false
+				pending--
+				errs[i] = km.TopicPartition.Error
+			}
+		case <-ctx.Done():
+			return fillWaiting(errs, waiting, ctx.Err())
+		case <-timer.C:
+			return fillWaiting(errs, waiting, fmt.Errorf("no delivery report within %s: %w", pr.cfg.DeliveryTimeout, ErrTimeout))
+		}
+	}
+	for _, e := range errs {
+		if isFatal(e) {
+			pr.reset(p, e)
+			break
+		}
+	}
+	return errs
+}
+
+func fillWaiting(errs []error, waiting []bool, err error) []error {
+	for i, w := range waiting {
+		if w {
+			errs[i] = err
+		}
+	}
+	return errs
+}
+
+func produceRetryingQueueFull(ctx context.Context, p *kafka.Producer, km *kafka.Message, reports chan kafka.Event) error {
+	for {
+		err := p.Produce(km, reports)
+		var kerr kafka.Error
+		if err == nil || !errors.As(err, &kerr) || kerr.Code() != kafka.ErrQueueFull {
+			if err != nil {
+				return fmt.Errorf("produce to %s: %w", *km.TopicPartition.Topic, err)
+			}
+			return nil
+		}
+		// The local queue is full: let librdkafka drain it.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func (pr *Producer) client() (*kafka.Producer, error) {
+	pr.mu.RLock()
+	p, closed := pr.p, pr.closed
+	pr.mu.RUnlock()
+	if closed {
+		return nil, errors.New("producer closed")
+	}
+	if p != nil {
+		if ferr := p.GetFatalError(); ferr == nil {
+			return p, nil
+		}
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.p != nil && pr.p.GetFatalError() == nil {
+		return pr.p, nil
+	}
+	if pr.p != nil {
+		pr.logger.Error("kafka: producer hit a fatal error; recreating it", "err", pr.p.GetFatalError())
+		old := pr.p
+		go old.Close()
+	}
+	np, err := pr.newClient()
+	if err != nil {
+		pr.p = nil
+		return nil, err
+	}
+	pr.p = np
+	return np, nil
+}
+
+// reset drops p after a fatal error so that the next call builds a new client.
+func (pr *Producer) reset(p *kafka.Producer, cause error) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.p != p {
+		return
+	}
+	pr.logger.Error("kafka: producer hit a fatal error; recreating it", "err", cause)
+	pr.p = nil
+	go p.Close()
+}
+
+// Probe asks the cluster for metadata of topic and reports whether a broker
+// answered within timeout.
+func (pr *Producer) Probe(ctx context.Context, topic string, timeout time.Duration) error {
+	p, err := pr.client()
+	if err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = time.Until(dl)
+	}
+	if timeout <= 0 {
+		return ctx.Err()
+	}
+	md, err := p.GetMetadata(&topic, false, int(timeout.Milliseconds()))
+	if err != nil {
+		return fmt.Errorf("kafka metadata: %w", err)
+	}
+	if len(md.Brokers) == 0 {
+		return fmt.Errorf("kafka metadata: no brokers: %w", ErrUnavailable)
+	}
+	return nil
+}
+
+// Close flushes what is queued (up to timeout) and closes the client.
+func (pr *Producer) Close(timeout time.Duration) {
+	pr.mu.Lock()
+	p := pr.p
+	pr.closed = true
+	pr.p = nil
+	pr.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.Flush(int(timeout.Milliseconds()))
+	p.Close()
+}

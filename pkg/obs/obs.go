@@ -1,0 +1,151 @@
+// Package obs holds what operators see of a process: structured logs
+// (log/slog, JSON for machines, tint colour for terminals) and the HTTP
+// endpoints /healthz, /readyz and /metrics.
+package obs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/lmittmann/tint"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// NewLogger returns a JSON logger, or a colour text logger when format is
+// "text".
+func NewLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+	if format == "text" {
+		noColor := true
+		if f, ok := w.(*os.File); ok {
+			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+				noColor = false
+			}
+		}
+		if os.Getenv("FORCE_COLOR") != "" {
+			noColor = false
+		}
+		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly, NoColor: noColor}))
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// NewRegistry returns a Prometheus registry with the Go runtime and process
+// collectors registered. Each process builds its own: no global registry.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return reg
+}
+
+// Readiness aggregates named checks. A component reports its own state with
+// Set; /readyz answers 200 only while every component is ready.
+type Readiness struct {
+	mu     sync.Mutex
+	states map[string]string // component → reason it is not ready ("" = ready)
+	gauge  *prometheus.GaugeVec
+}
+
+// NewReadiness registers a `<namespace>_ready{component}` gauge on reg.
+func NewReadiness(reg prometheus.Registerer, namespace string) *Readiness {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: namespace + "_ready",
+		Help: "1 while the component is ready, 0 while it is not.",
+	}, []string{"component"})
+	reg.MustRegister(g)
+	return &Readiness{states: map[string]string{}, gauge: g}
+}
+
+// Set marks component ready (reason == "") or not ready. It reports whether
+// the state changed, so callers can log once per change.
+func (r *Readiness) Set(component, reason string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old, known := r.states[component]
+	r.states[component] = reason
+	v := 0.0
+	if reason == "" {
+		v = 1
+	}
+	r.gauge.WithLabelValues(component).Set(v)
+	return !known || old != reason
+}
+
+// Check returns nil when every component is ready, otherwise an error listing
+// the reasons.
+func (r *Readiness) Check() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var bad []string
+	for c, reason := range r.states {
+		if reason != "" {
+			bad = append(bad, c+": "+reason)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	sort.Strings(bad)
+	return fmt.Errorf("not ready: %v", bad)
+}
+
+// Handler serves /healthz (the process answers), /readyz (Readiness) and
+// /metrics (reg).
+func Handler(reg *prometheus.Registry, ready *Readiness) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := ready.Check(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, err.Error()+"\n")
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
+}
+
+// Serve listens on addr and serves h until ctx ends, then shuts down
+// gracefully. It returns once the listener is bound, so a bad address fails
+// the start of the process; serving errors go to errc.
+func Serve(ctx context.Context, logger *slog.Logger, addr string, h http.Handler) (<-chan error, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on HTTP_ADDR %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 1)
+	go func() {
+		err := srv.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		errc <- err
+	}()
+	go func() {
+		<-ctx.Done()
+		shCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shCtx)
+	}()
+	logger.Info("http: serving /healthz /readyz /metrics", "addr", ln.Addr().String())
+	return errc, nil
+}

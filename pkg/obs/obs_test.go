@@ -1,0 +1,64 @@
+package obs
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestEndpoints(t *testing.T) {
+	t.Parallel()
+	reg := NewRegistry()
+	ready := NewReadiness(reg, "test")
+	srv := httptest.NewServer(Handler(reg, ready))
+	defer srv.Close()
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+
+	code, _ := get("/healthz")
+	require.Equal(t, 200, code)
+
+	require.True(t, ready.Set("postgres", "connection refused"))
+	require.False(t, ready.Set("postgres", "connection refused"), "same state is no change")
+	code, body := get("/readyz")
+	require.Equal(t, 503, code)
+	require.Contains(t, body, "postgres")
+
+	require.True(t, ready.Set("postgres", ""))
+	code, _ = get("/readyz")
+	require.Equal(t, 200, code)
+
+	code, body = get("/metrics")
+	require.Equal(t, 200, code)
+	require.Contains(t, body, "go_goroutines")
+	require.Contains(t, body, `test_ready{component="postgres"} 1`)
+}
+
+func TestJSONLogger(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	NewLogger(&buf, "json", slog.LevelInfo).Info("hello", "k", 1)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &m))
+	require.Equal(t, "hello", m["msg"])
+
+	buf.Reset()
+	NewLogger(&buf, "text", slog.LevelWarn).Info("hidden")
+	require.Empty(t, buf.String())
+	NewLogger(&buf, "text", slog.LevelInfo).Info("shown", "k", 1)
+	require.True(t, strings.Contains(buf.String(), "shown"))
+}

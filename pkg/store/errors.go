@@ -1,0 +1,88 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Kind says what a database error means for the caller.
+type Kind int
+
+const (
+	// KindNone: no error.
+	KindNone Kind = iota
+	// KindUnavailable: the database as a whole cannot take writes now
+	// (unreachable, shutting down, out of connections, read-only, a
+	// serialization failure or deadlock). Retry the same work later; never
+	// dead-letter because of it.
+	KindUnavailable
+	// KindRecord: the database refused this data (a data exception or a
+	// constraint violation). Retrying the same rows will fail the same way.
+	KindRecord
+	// KindCanceled: the caller's context ended.
+	KindCanceled
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindNone:
+		return "none"
+	case KindUnavailable:
+		return "unavailable"
+	case KindRecord:
+		return "record"
+	case KindCanceled:
+		return "canceled"
+	}
+	return "unknown"
+}
+
+// Classify tells what err means for the caller. Unknown errors count as
+// KindUnavailable: when in doubt, pausing loses nothing, while dead-lettering
+// a good record would.
+func Classify(err error) Kind {
+	if err == nil {
+		return KindNone
+	}
+	if errors.Is(err, context.Canceled) {
+		return KindCanceled
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return classifySQLState(pgErr.Code)
+	}
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &connErr), errors.As(err, &netErr),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, context.DeadlineExceeded), pgconn.SafeToRetry(err):
+		return KindUnavailable
+	}
+	return KindUnavailable
+}
+
+// classifySQLState maps SQLSTATE classes (PostgreSQL appendix A).
+func classifySQLState(code string) Kind {
+	if len(code) < 2 {
+		return KindUnavailable
+	}
+	switch code[:2] {
+	case "22", // data exception: value out of range, invalid text, \u0000 in jsonb
+		"23": // integrity constraint violation
+		return KindRecord
+	case "54": // program limit exceeded: e.g. a value too large to index
+		return KindRecord
+	}
+	// 08 connection exception, 25 (read-only transaction), 40 serialization /
+	// deadlock, 53 insufficient resources, 57 operator intervention (admin
+	// shutdown, cannot connect now), 58 system error, XX internal error, and
+	// anything else: the database, not the record, is the problem.
+	return KindUnavailable
+}
