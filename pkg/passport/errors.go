@@ -1,0 +1,50 @@
+package passport
+
+// ContractError reports a record value that breaks the input contract. It is
+// the only error type [Parse] returns, so callers can route every failure to
+// the dead-letter topic with category [CategoryContract] without inspecting
+// messages.
+type ContractError struct {
+	// Field is the dotted JSON path from the envelope root with array
+	// elements as [i], e.g. "data.geometry.coordinates[0][3]". It is empty
+	// when the value is not a JSON object at all, which is when the DLQ
+	// contract wants the pcp-error-field header left out.
+	Field string
+	// Reason is a human-readable reason; it names the field itself so it
+	// can be used as the DLQ exception message on its own. It does not
+	// quote the producer's string or number values, so it can be logged
+	// (only paths, counts and the geometry library's diagnosis appear).
+	Reason string
+}
+
+// Error returns the reason; the field is already part of it.
+func (e *ContractError) Error() string {
+	return "contract violation: " + e.Reason
+}
+
+// Category returns [CategoryContract]: every contract violation is permanent,
+// retrying the same bytes can never succeed.
+func (e *ContractError) Category() Category { return CategoryContract }
+
+// Category is the value of the pcp-error-category DLQ header (contract §4).
+type Category string
+
+const (
+	// CategoryContract marks records that break the input contract.
+	CategoryContract Category = "CONTRACT"
+	// CategoryRetryable marks records the database refused after bounded
+	// retries; replaying them later may succeed.
+	CategoryRetryable Category = "RETRYABLE"
+	// CategoryFatal marks records that failed for a reason that is neither
+	// the producer's fault nor transient.
+	CategoryFatal Category = "FATAL"
+)
+
+// fieldErr builds a ContractError whose reason starts with the field, so the
+// DLQ message alone tells an operator where to look.
+func fieldErr(field, reason string) *ContractError {
+	if field == "" {
+		return &ContractError{Reason: reason}
+	}
+	return &ContractError{Field: field, Reason: field + ": " + reason}
+}
