@@ -1,12 +1,96 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"time"
+
+	"github.com/pcp/route-processing/pkg/config"
+	"github.com/pcp/route-processing/pkg/dlqreplay"
+	"github.com/pcp/route-processing/pkg/kafkax"
+	"github.com/pcp/route-processing/pkg/obs"
 )
 
-// runDLQReplay is replaced by the DLQ replay tool (issue 7).
+// runDLQReplay is `ingestor dlq-replay`: it re-publishes selected records of
+// TOPIC_INPUT_DLQ to TOPIC_INPUT (or --to) with their original key, value and
+// headers, the kafka_dlt-* and pcp-error-* headers dropped. It reads without
+// a consumer group up to the end of the DLQ as it is at start, waits for
+// every delivery report and prints one line per selected record and a
+// summary on stdout.
+//
+//	ingestor dlq-replay [--partition N[,N...]] [--from-offset N] [--to-offset N]
+//	                    [--since TIME] [--until TIME] [--category CONTRACT|RETRYABLE|FATAL]
+//	                    [--field-prefix P] [--to TOPIC] [--dry-run]
+//
+// Partitions and offsets are the DLQ's; --since/--until (RFC 3339, since
+// inclusive, until exclusive) compare the DLQ record's timestamp, i.e. when
+// it was dead-lettered. Needs KAFKA_BOOTSTRAP_SERVERS (+ KAFKA_PROPERTY_*,
+// TOPIC_INPUT, TOPIC_INPUT_DLQ, LOG_*), not DATABASE_URL. Exit status 0 when
+// every selected record was acknowledged, 1 when a delivery failed or the
+// DLQ could not be read, 2 on a bad flag or setting. See package dlqreplay
+// and `ingestor dlq-replay --help`.
 func runDLQReplay(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
-	return errors.New("dlq-replay: not implemented yet")
+	opts, err := dlqreplay.ParseArgs(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, dlqreplay.Usage)
+		return nil
+	}
+	if err != nil {
+		return &config.UsageError{Msg: "dlq-replay: " + err.Error() + " (see ingestor dlq-replay --help)"}
+	}
+	cc, err := config.LoadKafkaTool(environ)
+	if err != nil {
+		return err
+	}
+	logger := obs.NewLogger(stderr, cc.LogFormat, cc.LogLevel)
+
+	rcfg := dlqreplay.Config{
+		DLQTopic: cc.TopicInputDLQ,
+		Topic:    cmp.Or(opts.To, cc.TopicInput),
+		Filter:   opts.Filter,
+		DryRun:   opts.DryRun,
+	}
+	if err := rcfg.Validate(); err != nil {
+		return &config.UsageError{Msg: "dlq-replay: " + err.Error()}
+	}
+
+	client := kafkax.ClientConfig{
+		BootstrapServers: cc.KafkaBootstrapServers,
+		Properties:       cc.KafkaProperties,
+		ClientID:         "pcp-route-processing-dlq-replay",
+	}
+	reader, err := kafkax.NewReader(logger, kafkax.ReaderConfig{
+		ClientConfig: client,
+		// Never joined nor committed to (see kafkax.Reader); named so that
+		// ACLs can allow it.
+		GroupID: "pcp-route-processing-dlq-replay",
+	})
+	if err != nil {
+		return err
+	}
+	defer reader.Close()
+
+	// A dry run creates no producer at all, so it cannot send anything.
+	var producer dlqreplay.Producer
+	if !opts.DryRun {
+		p, err := kafkax.NewProducer(logger, kafkax.ProducerConfig{ClientConfig: client, DeliveryTimeout: 30 * time.Second})
+		if err != nil {
+			return err
+		}
+		defer p.Close(10 * time.Second)
+		producer = p
+	}
+
+	rp, err := dlqreplay.New(logger, reader, producer, stdout, rcfg)
+	if err != nil {
+		return &config.UsageError{Msg: "dlq-replay: " + err.Error()}
+	}
+	logger.InfoContext(ctx, "dlq-replay: starting", "from", rcfg.DLQTopic, "to", rcfg.Topic, "dry_run", rcfg.DryRun)
+	res, err := rp.Run(ctx)
+	fmt.Fprintf(stdout, "dlq-replay: dry_run=%t %s\n", opts.DryRun, res)
+	return err
 }

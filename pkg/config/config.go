@@ -326,3 +326,14 @@ func LoadMigrate(environ []string) (Migrate, error) {
 	}
 	return c, r.err
 }
+
+// LoadKafkaTool reads the settings of a tool that talks only to Kafka
+// (`ingestor dlq-replay`): DATABASE_URL is neither required nor kept, so an
+// operator's shell need not hold the database password.
+func LoadKafkaTool(environ []string) (Common, error) {
+	r := newReader(environ)
+	r.env["DATABASE_URL"] = "unused"
+	c := r.common()
+	c.DatabaseURL = ""
+	return c, r.err
+}

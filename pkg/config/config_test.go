@@ -97,3 +97,13 @@ func TestShortLeaseShortensDefaultPublishTimeout(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2*time.Second, c.PublishTimeout)
 }
+
+func TestKafkaToolNeedsNoDatabase(t *testing.T) {
+	t.Parallel()
+	c, err := LoadKafkaTool([]string{"KAFKA_BOOTSTRAP_SERVERS=b:1", "TOPIC_INPUT=in"})
+	require.NoError(t, err)
+	require.Empty(t, c.DatabaseURL)
+	require.Equal(t, "in", c.TopicInput)
+	_, err = LoadKafkaTool([]string{"DATABASE_URL=postgres://x"})
+	require.ErrorContains(t, err, "KAFKA_BOOTSTRAP_SERVERS")
+}

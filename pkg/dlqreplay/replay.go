@@ -1,0 +1,271 @@
+package dlqreplay
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/pcp/route-processing/pkg/kafkax"
+)
+
+// Reader reads a topic without a consumer group. *kafkax.Reader implements it.
+type Reader interface {
+	// Partitions returns the topic's partition ids in ascending order.
+	Partitions(ctx context.Context, topic string) ([]int32, error)
+	// Watermarks returns the partition's first offset and one past its last.
+	Watermarks(ctx context.Context, topic string, partition int32) (low, high int64, err error)
+	// OffsetForTime returns the first offset whose record timestamp is at or
+	// after t (every earlier record is older); ok is false when none is.
+	OffsetForTime(ctx context.Context, topic string, partition int32, t time.Time) (offset int64, ok bool, err error)
+	// ReadRanges calls fn for every record in the ranges, in offset order
+	// within a partition, and returns when all are read or fn fails (with
+	// fn's error).
+	ReadRanges(ctx context.Context, topic string, ranges []kafkax.PartitionRange, fn func(kafkax.ReadRecord) error) error
+}
+
+// Producer sends records and waits for their delivery. *kafkax.Producer
+// implements it.
+type Producer interface {
+	// ProduceBatch sends every message and waits for every delivery
+	// report; the i-th error is nil when msgs[i] was acknowledged by all
+	// in-sync replicas.
+	ProduceBatch(ctx context.Context, msgs []kafkax.Message) []error
+}
+
+// Config configures a replay.
+type Config struct {
+	// DLQTopic is read (TOPIC_INPUT_DLQ).
+	DLQTopic string
+	// Topic receives the replayed records (TOPIC_INPUT, or --to).
+	Topic string
+	// Filter selects the records.
+	Filter Filter
+	// DryRun lists the selected records and sends nothing.
+	DryRun bool
+	// BatchSize is the most records sent before waiting for their
+	// delivery reports. Default 500.
+	BatchSize int
+}
+
+// Validate reports the first bad setting.
+func (c Config) Validate() error {
+	switch {
+	case c.DLQTopic == "":
+		return errors.New("no DLQ topic")
+	case c.Topic == "":
+		return errors.New("no target topic")
+	case c.Topic == c.DLQTopic:
+		// Would append each selected record to the log being read, with
+		// its dead-letter headers stripped: never what an operator wants.
+		return fmt.Errorf("target topic %s is the DLQ topic", c.Topic)
+	case c.BatchSize < 0:
+		return fmt.Errorf("batch size %d is negative", c.BatchSize)
+	}
+	return c.Filter.Validate()
+}
+
+// Result counts what a run did.
+type Result struct {
+	// Scanned is how many DLQ records were read.
+	Scanned int
+	// Selected is how many of them matched the filter.
+	Selected int
+	// Replayed is how many were acknowledged by the target topic.
+	Replayed int
+	// Skipped is how many were read but not selected.
+	Skipped int
+	// Failed is how many were sent but not acknowledged; they may still
+	// have been delivered (at least once).
+	Failed int
+}
+
+// String is the summary line, e.g.
+// "selected=3 replayed=3 skipped=7 failed=0 scanned=10".
+func (r Result) String() string {
+	return fmt.Sprintf("selected=%d replayed=%d skipped=%d failed=%d scanned=%d", r.Selected, r.Replayed, r.Skipped, r.Failed, r.Scanned)
+}
+
+// ErrDeliveryFailed is returned when a replayed record was not acknowledged.
+var ErrDeliveryFailed = errors.New("delivery failed")
+
+// Replayer copies selected dead-lettered records back to the input topic.
+type Replayer struct {
+	logger   *slog.Logger
+	reader   Reader
+	producer Producer
+	out      io.Writer
+	cfg      Config
+}
+
+// New returns a Replayer that reads with reader, sends with producer (which
+// may be nil for a dry run) and writes one line per selected record to out.
+func New(logger *slog.Logger, reader Reader, producer Producer, out io.Writer, cfg Config) (*Replayer, error) {
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, 500)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if producer == nil && !cfg.DryRun {
+		return nil, errors.New("dlq-replay: no producer for a run that is not a dry run")
+	}
+	return &Replayer{logger: logger, reader: reader, producer: producer, out: out, cfg: cfg}, nil
+}
+
+type selected struct {
+	rec  kafkax.ReadRecord
+	info Info
+}
+
+// Run reads the DLQ up to the high watermarks it captures first, and sends
+// each selected record to the target topic with its original key, value and
+// headers (the dead-letter headers dropped), in DLQ order, in batches; it
+// waits for every delivery report of a batch before reading on. It stops at
+// the first batch with a failed delivery and then returns an error wrapping
+// ErrDeliveryFailed. The Result is meaningful whatever the error.
+func (r *Replayer) Run(ctx context.Context) (Result, error) {
+	var res Result
+	ranges, err := r.plan(ctx)
+	if err != nil {
+		return res, err
+	}
+
+	var batch []selected
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		msgs := make([]kafkax.Message, len(batch))
+		for i, s := range batch {
+			msgs[i] = kafkax.Message{
+				Topic:   r.cfg.Topic,
+				Key:     s.rec.Key,
+				Value:   s.rec.Value,
+				Headers: StripDLQHeaders(s.rec.Headers),
+			}
+		}
+		errs := r.producer.ProduceBatch(ctx, msgs)
+		failed := 0
+		for i, s := range batch {
+			if errs[i] != nil {
+				failed++
+				fmt.Fprintf(r.out, "failed %s err=%q\n", describe(s.rec, s.info), errs[i].Error())
+				r.logger.ErrorContext(ctx, "dlq-replay: delivery failed", "dlq_partition", s.rec.Partition, "dlq_offset", s.rec.Offset, "err", errs[i])
+				continue
+			}
+			fmt.Fprintf(r.out, "replayed %s\n", describe(s.rec, s.info))
+		}
+		res.Replayed += len(batch) - failed
+		res.Failed += failed
+		batch = batch[:0]
+		if failed > 0 {
+			return fmt.Errorf("%d of %d records of a batch to %s: %w", failed, len(msgs), r.cfg.Topic, ErrDeliveryFailed)
+		}
+		return nil
+	}
+
+	err = r.reader.ReadRanges(ctx, r.cfg.DLQTopic, ranges, func(rec kafkax.ReadRecord) error {
+		res.Scanned++
+		info := DecodeInfo(rec.Headers)
+		if !r.cfg.Filter.Match(rec, info) {
+			res.Skipped++
+			return nil
+		}
+		res.Selected++
+		if r.cfg.DryRun {
+			fmt.Fprintf(r.out, "would-replay %s\n", describe(rec, info))
+			return nil
+		}
+		batch = append(batch, selected{rec: rec, info: info})
+		if len(batch) >= r.cfg.BatchSize {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		if unsent := res.Selected - res.Replayed - res.Failed; unsent > 0 && !r.cfg.DryRun {
+			r.logger.ErrorContext(ctx, "dlq-replay: stopped early; selected records were not sent", "unsent", unsent)
+		}
+		return res, fmt.Errorf("dlq-replay %s -> %s: %w", r.cfg.DLQTopic, r.cfg.Topic, err)
+	}
+	return res, nil
+}
+
+// plan resolves the filter into one offset range per selected partition,
+// capturing the high watermarks so that the run ends.
+func (r *Replayer) plan(ctx context.Context) ([]kafkax.PartitionRange, error) {
+	f := r.cfg.Filter
+	all, err := r.reader.Partitions(ctx, r.cfg.DLQTopic)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := f.partitionsToRead(r.cfg.DLQTopic, all)
+	if err != nil {
+		return nil, err
+	}
+	ranges := make([]kafkax.PartitionRange, 0, len(parts))
+	for _, p := range parts {
+		low, high, err := r.reader.Watermarks(ctx, r.cfg.DLQTopic, p)
+		if err != nil {
+			return nil, err
+		}
+		var sinceOffset int64
+		var sinceFound bool
+		if !f.Since.IsZero() {
+			if sinceOffset, sinceFound, err = r.reader.OffsetForTime(ctx, r.cfg.DLQTopic, p, f.Since); err != nil {
+				return nil, err
+			}
+		}
+		rg := f.offsetRange(p, low, high, sinceOffset, sinceFound)
+		r.logger.InfoContext(ctx, "dlq-replay: reading", "topic", r.cfg.DLQTopic, "partition", p,
+			"from_offset", rg.Start, "end_offset", rg.End, "low_watermark", low, "high_watermark", high)
+		ranges = append(ranges, rg)
+	}
+	return ranges, nil
+}
+
+// describe is one record's line: identifiers and sizes, never the value.
+func describe(rec kafkax.ReadRecord, info Info) string {
+	b := make([]byte, 0, 256)
+	b = fmt.Appendf(b, "dlq_partition=%d dlq_offset=%d", rec.Partition, rec.Offset)
+	if !rec.Timestamp.IsZero() {
+		b = fmt.Appendf(b, " dlq_time=%s", rec.Timestamp.UTC().Format(time.RFC3339Nano))
+	}
+	b = fmt.Appendf(b, " original_topic=%s original_partition=%s original_offset=%s",
+		strconv.Quote(info.OriginalTopic), orUnknown(int64(info.OriginalPartition)), orUnknown(info.OriginalOffset))
+	if !info.OriginalTimestamp.IsZero() {
+		b = fmt.Appendf(b, " original_time=%s", info.OriginalTimestamp.Format(time.RFC3339Nano))
+	}
+	b = fmt.Appendf(b, " category=%s field=%s exception=%s key=%s value_bytes=%d",
+		strconv.Quote(info.Category), strconv.Quote(info.Field), quoteTrunc([]byte(info.ExceptionMessage), 500), keyText(rec.Key), len(rec.Value))
+	return string(b)
+}
+
+func orUnknown(v int64) string {
+	if v < 0 {
+		return "?"
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+func keyText(k []byte) string {
+	if k == nil {
+		return "null"
+	}
+	return quoteTrunc(k, 120)
+}
+
+// quoteTrunc quotes b (Go syntax, so binary bytes stay visible and the
+// line stays one line), keeping at most n bytes of it.
+func quoteTrunc(b []byte, n int) string {
+	if len(b) <= n {
+		return strconv.Quote(string(b))
+	}
+	return strconv.Quote(string(b[:n])) + "..."
+}

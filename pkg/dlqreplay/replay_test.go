@@ -1,0 +1,275 @@
+package dlqreplay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/kafkax"
+)
+
+// fakeReader serves records from memory with the semantics of kafkax.Reader.
+type fakeReader struct {
+	topic   string
+	parts   map[int32][]kafkax.ReadRecord // offsets are the slice indexes plus low
+	low     map[int32]int64
+	ranges  []kafkax.PartitionRange // what ReadRanges was asked for
+	sinceAt time.Time               // what OffsetForTime was asked for
+}
+
+func (f *fakeReader) Partitions(_ context.Context, topic string) ([]int32, error) {
+	if topic != f.topic {
+		return nil, errors.New("unknown topic")
+	}
+	var ids []int32
+	for p := range int32(len(f.parts)) {
+		ids = append(ids, p)
+	}
+	return ids, nil
+}
+
+func (f *fakeReader) Watermarks(_ context.Context, _ string, p int32) (int64, int64, error) {
+	return f.low[p], f.low[p] + int64(len(f.parts[p])), nil
+}
+
+func (f *fakeReader) OffsetForTime(_ context.Context, _ string, p int32, t time.Time) (int64, bool, error) {
+	f.sinceAt = t
+	for _, r := range f.parts[p] {
+		if !r.Timestamp.Before(t) {
+			return r.Offset, true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+func (f *fakeReader) ReadRanges(_ context.Context, _ string, ranges []kafkax.PartitionRange, fn func(kafkax.ReadRecord) error) error {
+	f.ranges = append(f.ranges, ranges...)
+	for _, rg := range ranges {
+		for _, r := range f.parts[rg.Partition] {
+			if r.Offset >= rg.Start && r.Offset < rg.End {
+				if err := fn(r); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// fakeProducer records what it is given; fail picks the messages to refuse.
+type fakeProducer struct {
+	batches [][]kafkax.Message
+	fail    func(kafkax.Message) bool
+}
+
+func (f *fakeProducer) ProduceBatch(_ context.Context, msgs []kafkax.Message) []error {
+	f.batches = append(f.batches, append([]kafkax.Message(nil), msgs...))
+	errs := make([]error, len(msgs))
+	for i, m := range msgs {
+		if f.fail != nil && f.fail(m) {
+			errs[i] = errors.New("broker says no")
+		}
+	}
+	return errs
+}
+
+func (f *fakeProducer) sent() []kafkax.Message {
+	var out []kafkax.Message
+	for _, b := range f.batches {
+		out = append(out, b...)
+	}
+	return out
+}
+
+type testBundle struct {
+	reader   *fakeReader
+	producer *fakeProducer
+	out      *bytes.Buffer
+}
+
+const secret = "SECRET-PAYLOAD"
+
+// setup builds a two-partition DLQ:
+//
+//	p0 @10 CONTRACT data.geometry   key k0  t0
+//	p0 @11 RETRYABLE data.id        key nil t0+1h
+//	p0 @12 CONTRACT (no field)      key k2  t0+2h
+//	p1 @0  CONTRACT data.properties key k3  t0+30m, null value
+//	p1 @1  FATAL                    key k4  t0+3h
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	mk := func(p int32, off int64, key []byte, value []byte, ts time.Time, category, field string) kafkax.ReadRecord {
+		hs := []kafkax.Header{h("traceparent", []byte("tp-"+string(key)))}
+		hs = append(hs, dlqHeaders(category, field)...)
+		if field == "" {
+			hs = hs[:len(hs)-1]
+		}
+		return kafkax.ReadRecord{Topic: "dlq", Partition: p, Offset: off, Key: key, Value: value, Headers: hs, Timestamp: ts, TimestampType: "CreateTime"}
+	}
+	val := []byte(`{"data":"` + secret + `"}`)
+	return &testBundle{
+		reader: &fakeReader{
+			topic: "dlq",
+			low:   map[int32]int64{0: 10, 1: 0},
+			parts: map[int32][]kafkax.ReadRecord{
+				0: {
+					mk(0, 10, []byte("k0"), val, t0, CategoryContract, "data.geometry"),
+					mk(0, 11, nil, val, t0.Add(time.Hour), CategoryRetryable, "data.id"),
+					mk(0, 12, []byte("k2"), val, t0.Add(2*time.Hour), CategoryContract, ""),
+				},
+				1: {
+					mk(1, 0, []byte("k3"), nil, t0.Add(30*time.Minute), CategoryContract, "data.properties"),
+					mk(1, 1, []byte("k4"), val, t0.Add(3*time.Hour), CategoryFatal, "data"),
+				},
+			},
+		},
+		producer: &fakeProducer{},
+		out:      &bytes.Buffer{},
+	}
+}
+
+func (b *testBundle) run(t *testing.T, cfg Config) (Result, error) {
+	t.Helper()
+	cfg.DLQTopic, cfg.Topic = "dlq", "input"
+	var producer Producer = b.producer
+	if cfg.DryRun {
+		producer = nil
+	}
+	rp, err := New(slog.New(slog.NewTextHandler(io.Discard, nil)), b.reader, producer, b.out, cfg)
+	require.NoError(t, err)
+	return rp.Run(context.Background())
+}
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+
+	t.Run("replays selected records with original key, value and headers", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res, err := b.run(t, Config{Filter: Filter{Category: CategoryContract}})
+		require.NoError(t, err)
+		require.Equal(t, Result{Scanned: 5, Selected: 3, Replayed: 3, Skipped: 2}, res)
+
+		sent := b.producer.sent()
+		require.Len(t, sent, 3)
+		for _, m := range sent {
+			require.Equal(t, "input", m.Topic)
+			require.Len(t, m.Headers, 1, "only the original traceparent header is left")
+			require.Equal(t, "traceparent", m.Headers[0].Key)
+			require.Equal(t, "tp-"+string(m.Key), string(m.Headers[0].Value))
+		}
+		require.Equal(t, []string{"k0", "k2", "k3"}, []string{string(sent[0].Key), string(sent[1].Key), string(sent[2].Key)})
+		require.Contains(t, string(sent[0].Value), secret)
+		require.Nil(t, sent[2].Value, "a null value stays null")
+
+		out := b.out.String()
+		require.Equal(t, 3, strings.Count(out, "replayed dlq_partition="), out)
+		require.NotContains(t, out, secret, "values are never printed")
+	})
+
+	t.Run("a null key stays null", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, err := b.run(t, Config{Filter: Filter{Category: CategoryRetryable}})
+		require.NoError(t, err)
+		sent := b.producer.sent()
+		require.Len(t, sent, 1)
+		require.Nil(t, sent[0].Key)
+		require.Contains(t, b.out.String(), "key=null")
+	})
+
+	t.Run("batches in DLQ order", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res, err := b.run(t, Config{BatchSize: 2})
+		require.NoError(t, err)
+		require.Equal(t, Result{Scanned: 5, Selected: 5, Replayed: 5}, res)
+		require.Len(t, b.producer.batches, 3)
+		require.Equal(t, []int{2, 2, 1}, []int{len(b.producer.batches[0]), len(b.producer.batches[1]), len(b.producer.batches[2])})
+		lines := strings.Split(strings.TrimSpace(b.out.String()), "\n")
+		require.Len(t, lines, 5)
+		for _, line := range lines {
+			require.True(t, strings.HasPrefix(line, "replayed "), line)
+		}
+		require.Regexp(t, `(?s)dlq_offset=10 .*dlq_offset=11 .*dlq_offset=12 .*dlq_partition=1 dlq_offset=0 .*dlq_partition=1 dlq_offset=1 `, b.out.String())
+	})
+
+	t.Run("dry run sends nothing and lists the selection", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res, err := b.run(t, Config{DryRun: true, Filter: Filter{Partitions: []int32{0}, FieldPrefix: "data.geo"}})
+		require.NoError(t, err)
+		require.Equal(t, Result{Scanned: 3, Selected: 1, Skipped: 2}, res)
+		require.Empty(t, b.producer.batches)
+		out := b.out.String()
+		require.Equal(t,
+			`would-replay dlq_partition=0 dlq_offset=10 dlq_time=2026-04-28T10:00:00Z original_topic="pcp.request.survey-georeference.v1" original_partition=3 original_offset=1234 original_time=2026-04-28T10:15:00Z category="CONTRACT" field="data.geometry" exception="data.geometry: ring not closed" key="k0" value_bytes=25`+"\n",
+			out)
+		require.Equal(t, []kafkax.PartitionRange{{Partition: 0, Start: 10, End: 13}}, b.reader.ranges)
+	})
+
+	t.Run("offset and time bounds narrow what is read", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res, err := b.run(t, Config{DryRun: true, Filter: Filter{FromOffset: 1, EndOffset: 12, Since: t0.Add(45 * time.Minute)}})
+		require.NoError(t, err)
+		require.Equal(t, t0.Add(45*time.Minute), b.reader.sinceAt)
+		require.Equal(t, []kafkax.PartitionRange{{Partition: 0, Start: 11, End: 12}, {Partition: 1, Start: 1, End: 2}}, b.reader.ranges)
+		require.Equal(t, Result{Scanned: 2, Selected: 2}, res)
+	})
+
+	t.Run("stops after the first batch with a failed delivery", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.producer.fail = func(m kafkax.Message) bool { return string(m.Key) == "k0" }
+		res, err := b.run(t, Config{BatchSize: 2})
+		require.ErrorIs(t, err, ErrDeliveryFailed)
+		require.Equal(t, Result{Scanned: 2, Selected: 2, Replayed: 1, Failed: 1}, res)
+		require.Len(t, b.producer.batches, 1)
+		require.Contains(t, b.out.String(), `failed dlq_partition=0 dlq_offset=10 `)
+		require.Contains(t, b.out.String(), `err="broker says no"`)
+	})
+
+	t.Run("unknown partition", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, err := b.run(t, Config{Filter: Filter{Partitions: []int32{7}}})
+		require.ErrorIs(t, err, ErrNoSuchPartition)
+		require.Empty(t, b.reader.ranges)
+	})
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	tests := []struct {
+		name    string
+		cfg     Config
+		prod    Producer
+		wantErr string
+	}{
+		{name: "target is the DLQ", cfg: Config{DLQTopic: "d", Topic: "d"}, prod: &fakeProducer{}, wantErr: "is the DLQ topic"},
+		{name: "no target", cfg: Config{DLQTopic: "d"}, prod: &fakeProducer{}, wantErr: "no target topic"},
+		{name: "no producer", cfg: Config{DLQTopic: "d", Topic: "i"}, wantErr: "no producer"},
+		{name: "bad filter", cfg: Config{DLQTopic: "d", Topic: "i", Filter: Filter{Category: "X"}}, prod: &fakeProducer{}, wantErr: `category "X"`},
+		{name: "dry run needs no producer", cfg: Config{DLQTopic: "d", Topic: "i", DryRun: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := New(logger, &fakeReader{}, tt.prod, io.Discard, tt.cfg)
+			if tt.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tt.wantErr)
+		})
+	}
+}

@@ -1,0 +1,330 @@
+package kafkax
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// ReaderConfig configures a Reader.
+type ReaderConfig struct {
+	ClientConfig
+	// GroupID is the group.id librdkafka insists on even for a consumer that
+	// only assigns partitions. The Reader never joins this group and never
+	// commits to it; it only has to be a name the cluster's ACLs accept.
+	// Default "kafkax-reader".
+	GroupID string
+	// RequestTimeout bounds each metadata, watermark and offsets-for-times
+	// request. Default 30s.
+	RequestTimeout time.Duration
+	// IdleTimeout makes ReadRanges fail with ErrTimeout when neither a
+	// record nor an end-of-partition arrives for this long (the brokers are
+	// unreachable, or the reader lacks rights), so that a tool using it
+	// always ends. Default 1m.
+	IdleTimeout time.Duration
+}
+
+// PartitionRange is the span [Start, End) of one partition's offsets.
+type PartitionRange struct {
+	Partition int32
+	// Start is the first offset to read.
+	Start int64
+	// End is one past the last offset to read, usually the high watermark
+	// captured before reading, so that a read ends even while producers
+	// keep appending.
+	End int64
+}
+
+// ReadRecord is one record read by a Reader.
+type ReadRecord struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	// Key and Value are nil for a null key or value.
+	Key     []byte
+	Value   []byte
+	Headers []Header
+	// Timestamp is the record's timestamp; zero when the broker has none.
+	Timestamp time.Time
+	// TimestampType is "CreateTime", "LogAppendTime" or "NoTimestampType",
+	// as Kafka's Java client spells them.
+	TimestampType string
+}
+
+// Reader reads fixed offset ranges of a topic without a consumer group:
+// partitions are assigned, never subscribed, and nothing is committed. So a
+// Reader never disturbs a group's members or committed positions (unlike
+// joining the service's group, which would rebalance the running ingestor),
+// and a read ends once its ranges are read. A Reader is not safe for
+// concurrent use.
+type Reader struct {
+	logger *slog.Logger
+	cfg    ReaderConfig
+	c      *kafka.Consumer
+	logs   chan kafka.LogEvent
+}
+
+// readerEnforced are the settings a group-less, terminating read rests on.
+func readerEnforced(cfg ReaderConfig) kafka.ConfigMap {
+	return kafka.ConfigMap{
+		"group.id":                        cfg.GroupID,
+		"enable.auto.commit":              false,
+		"enable.auto.offset.store":        false,
+		"enable.partition.eof":            true,
+		"auto.offset.reset":               "earliest", // a start below the log start (retention) reads from the log start
+		"go.events.channel.enable":        false,
+		"go.application.rebalance.enable": false,
+	}
+}
+
+// NewReader creates a Reader. It does not contact the brokers.
+func NewReader(logger *slog.Logger, cfg ReaderConfig) (*Reader, error) {
+	if cfg.GroupID == "" {
+		cfg.GroupID = "kafkax-reader"
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = time.Minute
+	}
+	m := configMap(logger, cfg.ClientConfig, kafka.ConfigMap{
+		"isolation.level": "read_committed",
+	}, readerEnforced(cfg))
+	bridgeLogs(logger, m, "reader")
+	logs, _ := m["go.logs.channel"].(chan kafka.LogEvent)
+	c, err := kafka.NewConsumer(&m)
+	if err != nil {
+		if logs != nil {
+			close(logs)
+		}
+		return nil, fmt.Errorf("create kafka reader: %w", err)
+	}
+	return &Reader{logger: logger, cfg: cfg, c: c, logs: logs}, nil
+}
+
+// Close closes the client.
+func (r *Reader) Close() error {
+	err := r.c.Close()
+	// The client does not close a log channel it was given; once Close has
+	// returned it no longer writes to it, so closing it ends the bridge.
+	if r.logs != nil {
+		close(r.logs)
+		r.logs = nil
+	}
+	return err
+}
+
+func (r *Reader) timeoutMs(ctx context.Context) (int, error) {
+	d := r.cfg.RequestTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		d = time.Until(dl)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if d <= 0 {
+		return 0, context.DeadlineExceeded
+	}
+	return max(1, int(d.Milliseconds())), nil
+}
+
+// Partitions returns the partition ids of topic, in ascending order.
+func (r *Reader) Partitions(ctx context.Context, topic string) ([]int32, error) {
+	ms, err := r.timeoutMs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	md, err := r.c.GetMetadata(&topic, false, ms)
+	if err != nil {
+		return nil, fmt.Errorf("kafka metadata of %s: %w", topic, err)
+	}
+	tm, ok := md.Topics[topic]
+	if !ok {
+		return nil, fmt.Errorf("kafka metadata of %s: topic not returned", topic)
+	}
+	if tm.Error.Code() != kafka.ErrNoError {
+		return nil, fmt.Errorf("kafka metadata of %s: %w", topic, tm.Error)
+	}
+	ids := make([]int32, 0, len(tm.Partitions))
+	for _, p := range tm.Partitions {
+		ids = append(ids, p.ID)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// Watermarks asks the partition leader for the partition's low watermark
+// (first offset still in the log) and high watermark (one past the last).
+func (r *Reader) Watermarks(ctx context.Context, topic string, partition int32) (low, high int64, err error) {
+	ms, err := r.timeoutMs(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	low, high, err = r.c.QueryWatermarkOffsets(topic, partition, ms)
+	if err != nil {
+		return 0, 0, fmt.Errorf("kafka watermarks of %s/%d: %w", topic, partition, err)
+	}
+	return low, high, nil
+}
+
+// OffsetForTime returns the first offset of the partition whose record
+// timestamp is at or after t; every earlier offset holds an earlier
+// timestamp. ok is false when no record is that recent.
+func (r *Reader) OffsetForTime(ctx context.Context, topic string, partition int32, t time.Time) (offset int64, ok bool, err error) {
+	ms, err := r.timeoutMs(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	res, err := r.c.OffsetsForTimes([]kafka.TopicPartition{{
+		Topic: &topic, Partition: partition, Offset: kafka.Offset(t.UnixMilli()),
+	}}, ms)
+	if err != nil {
+		return 0, false, fmt.Errorf("kafka offsets for time of %s/%d: %w", topic, partition, err)
+	}
+	if len(res) != 1 {
+		return 0, false, fmt.Errorf("kafka offsets for time of %s/%d: %d answers", topic, partition, len(res))
+	}
+	if res[0].Error != nil {
+		return 0, false, fmt.Errorf("kafka offsets for time of %s/%d: %w", topic, partition, res[0].Error)
+	}
+	if res[0].Offset < 0 {
+		return 0, false, nil
+	}
+	return int64(res[0].Offset), true, nil
+}
+
+// ReadRanges calls fn with every record of topic in ranges, in offset order
+// within a partition, and returns once every range is read, fn fails, ctx
+// ends, or nothing arrives for IdleTimeout. Empty ranges are skipped. A range
+// also ends at the partition's end as the broker sees it (end-of-partition),
+// so offsets that hold no readable record (transaction markers, records of
+// aborted or still open transactions, compacted records) do not stall it.
+// fn may block; nothing times out while it runs.
+func (r *Reader) ReadRanges(ctx context.Context, topic string, ranges []PartitionRange, fn func(ReadRecord) error) error {
+	ends := make(map[int32]int64, len(ranges))
+	var assign []kafka.TopicPartition
+	for _, rg := range ranges {
+		if rg.Start >= rg.End {
+			continue
+		}
+		if _, dup := ends[rg.Partition]; dup {
+			return fmt.Errorf("read %s: partition %d given twice", topic, rg.Partition)
+		}
+		ends[rg.Partition] = rg.End
+		assign = append(assign, kafka.TopicPartition{Topic: &topic, Partition: rg.Partition, Offset: kafka.Offset(max(rg.Start, 0))})
+	}
+	if len(assign) == 0 {
+		return nil
+	}
+	if err := r.c.Assign(assign); err != nil {
+		return fmt.Errorf("read %s: assign: %w", topic, err)
+	}
+	defer func() {
+		if err := r.c.Unassign(); err != nil {
+			r.logger.Warn("kafka: reader unassign failed", "topic", topic, "err", err)
+		}
+	}()
+
+	finish := func(p int32) {
+		delete(ends, p)
+		// Stop fetching what will not be read.
+		_ = r.c.Pause([]kafka.TopicPartition{{Topic: &topic, Partition: p}})
+	}
+	lastProgress := time.Now()
+	for len(ends) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if idle := time.Since(lastProgress); idle > r.cfg.IdleTimeout {
+			return fmt.Errorf("read %s: nothing received for %s (%d partitions unfinished): %w", topic, idle.Round(time.Second), len(ends), ErrTimeout)
+		}
+		switch e := r.c.Poll(100).(type) {
+		case *kafka.Message:
+			if e.TopicPartition.Topic == nil || *e.TopicPartition.Topic != topic {
+				continue
+			}
+			p, off := e.TopicPartition.Partition, int64(e.TopicPartition.Offset)
+			end, reading := ends[p]
+			if !reading {
+				continue
+			}
+			if perr := e.TopicPartition.Error; perr != nil {
+				var kerr kafka.Error
+				if errors.As(perr, &kerr) && readerMustStop(kerr) {
+					return fmt.Errorf("read %s [%d]: %w", topic, p, perr)
+				}
+				r.logger.WarnContext(ctx, "kafka: reader error", "topic", topic, "partition", p, "err", perr)
+				continue
+			}
+			lastProgress = time.Now()
+			if off >= end {
+				finish(p)
+				continue
+			}
+			if err := fn(toReadRecord(topic, e)); err != nil {
+				return err
+			}
+			lastProgress = time.Now()
+			if off >= end-1 {
+				finish(p)
+			}
+		case kafka.PartitionEOF:
+			if e.Topic == nil || *e.Topic != topic {
+				continue
+			}
+			if _, reading := ends[e.Partition]; reading {
+				lastProgress = time.Now()
+				finish(e.Partition)
+			}
+		case kafka.Error:
+			if readerMustStop(e) {
+				return fmt.Errorf("read %s: %w", topic, e)
+			}
+			// Transient (brokers down, coordinator moves ...), or about the
+			// group the Reader does not use: librdkafka recovers by itself,
+			// and IdleTimeout bounds the wait.
+			r.logger.WarnContext(ctx, "kafka: reader error", "topic", topic, "err", e)
+		}
+	}
+	return nil
+}
+
+// readerMustStop reports the errors after which a read cannot progress.
+func readerMustStop(e kafka.Error) bool {
+	if e.IsFatal() {
+		return true
+	}
+	switch e.Code() {
+	case kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic, kafka.ErrUnknownPartition,
+		kafka.ErrTopicAuthorizationFailed, kafka.ErrClusterAuthorizationFailed,
+		kafka.ErrSaslAuthenticationFailed, kafka.ErrAuthentication:
+		return true
+	}
+	return false
+}
+
+func toReadRecord(topic string, m *kafka.Message) ReadRecord {
+	rec := ReadRecord{
+		Topic:     topic,
+		Partition: m.TopicPartition.Partition,
+		Offset:    int64(m.TopicPartition.Offset),
+		Key:       m.Key,
+		Value:     m.Value,
+		Headers:   fromKafkaHeaders(m.Headers),
+	}
+	switch m.TimestampType {
+	case kafka.TimestampCreateTime:
+		rec.TimestampType, rec.Timestamp = "CreateTime", m.Timestamp
+	case kafka.TimestampLogAppendTime:
+		rec.TimestampType, rec.Timestamp = "LogAppendTime", m.Timestamp
+	default:
+		rec.TimestampType = "NoTimestampType"
+	}
+	return rec
+}
