@@ -1,0 +1,149 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/store"
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+// The package's TestMain (testenv.Main) is in outbox_main_test.go.
+
+// contractColumns are the columns of docs/contract.md §3 that operators and
+// runbooks query; the migrations may add more, never fewer.
+var contractColumns = map[string][]string{
+	"route_passports": {
+		"route_id", "route_name_full", "route_name_short", "ka_short", "ka_full",
+		"orbit_number", "orbit_state", "interval_begin", "interval_end",
+		"roll_angle_min", "roll_angle_max", "visir_angle_min", "visir_angle_max",
+		"resolution_range", "resolution_azimuth", "polarisation", "processing_level",
+		"geometry_wkt", "route_status", "trace_id", "correlation_id", "source_topic",
+		"source_partition", "source_offset", "source_key", "raw_payload",
+		"created_at", "updated_at",
+	},
+	"route_passport_outbox": {
+		"id", "route_id", "event_type", "topic", "message_key", "payload", "headers",
+		"status", "attempts", "max_attempts", "next_attempt_at", "locked_until",
+		"last_error", "created_at", "updated_at", "published_at",
+	},
+}
+
+// contractTypes pins the column types the contract names.
+var contractTypes = map[string]map[string]string{
+	"route_passports": {
+		"route_id":       "uuid",
+		"interval_begin": "timestamp with time zone",
+		"interval_end":   "timestamp with time zone",
+		"polarisation":   "jsonb",
+		"raw_payload":    "jsonb",
+	},
+	"route_passport_outbox": {
+		"id":      "uuid",
+		"payload": "jsonb",
+		"headers": "jsonb",
+	},
+}
+
+type migrateBundle struct {
+	conn *pgx.Conn
+}
+
+func setupMigrate(t *testing.T) (context.Context, *migrateBundle) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testenv.EmptyDatabaseURL(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return ctx, &migrateBundle{conn: conn}
+}
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+
+	t.Run("CreatesContractTables", func(t *testing.T) {
+		t.Parallel()
+		ctx, bundle := setupMigrate(t)
+		require.NoError(t, store.Migrate(ctx, bundle.conn))
+
+		for table, want := range contractColumns {
+			got := columns(ctx, t, bundle.conn, table)
+			for _, col := range want {
+				require.Contains(t, got, col, "column %s.%s (contract §3)", table, col)
+			}
+			for col, typ := range contractTypes[table] {
+				require.Equal(t, typ, got[col], "type of %s.%s", table, col)
+			}
+		}
+		require.NotEmpty(t, columns(ctx, t, bundle.conn, "outbox_relay_control"))
+
+		var pk string
+		require.NoError(t, bundle.conn.QueryRow(ctx, `
+			select a.attname from pg_index i
+			join pg_attribute a on a.attrelid = i.indrelid and a.attnum = any(i.indkey)
+			where i.indrelid = 'route_passports'::regclass and i.indisprimary`).Scan(&pk))
+		require.Equal(t, "route_id", pk)
+
+		var unique bool
+		require.NoError(t, bundle.conn.QueryRow(ctx, `
+			select exists (
+				select 1 from pg_constraint c
+				where c.conrelid = 'route_passport_outbox'::regclass and c.contype = 'u'
+				  and (select array_agg(a.attname::text order by a.attname) from pg_attribute a
+				       where a.attrelid = c.conrelid and a.attnum = any(c.conkey))
+				      = array['event_type', 'route_id'])`).Scan(&unique))
+		require.True(t, unique, "unique (route_id, event_type) on route_passport_outbox")
+	})
+
+	t.Run("SecondRunChangesNothing", func(t *testing.T) {
+		t.Parallel()
+		ctx, bundle := setupMigrate(t)
+		require.NoError(t, store.Migrate(ctx, bundle.conn))
+		before := schemaVersion(ctx, t, bundle.conn)
+		require.Positive(t, before)
+		colsBefore := columns(ctx, t, bundle.conn, "route_passport_outbox")
+
+		require.NoError(t, store.Migrate(ctx, bundle.conn))
+		require.Equal(t, before, schemaVersion(ctx, t, bundle.conn))
+		require.Equal(t, colsBefore, columns(ctx, t, bundle.conn, "route_passport_outbox"))
+
+		var controlRows int
+		require.NoError(t, bundle.conn.QueryRow(ctx, `select count(*) from outbox_relay_control`).Scan(&controlRows))
+		require.Equal(t, 1, controlRows, "the control row is seeded once")
+	})
+
+	t.Run("MigrateURL", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		u := testenv.EmptyDatabaseURL(t)
+		require.NoError(t, store.MigrateURL(ctx, u))
+		require.NoError(t, store.MigrateURL(ctx, u))
+	})
+}
+
+// columns maps each column of table to its data type.
+func columns(ctx context.Context, t *testing.T, conn *pgx.Conn, table string) map[string]string {
+	t.Helper()
+	rows, err := conn.Query(ctx, `
+		select column_name, data_type from information_schema.columns
+		where table_schema = 'public' and table_name = $1`, table)
+	require.NoError(t, err)
+	out := map[string]string{}
+	var name, typ string
+	_, err = pgx.ForEachRow(rows, []any{&name, &typ}, func() error {
+		out[name] = typ
+		return nil
+	})
+	require.NoError(t, err)
+	return out
+}
+
+func schemaVersion(ctx context.Context, t *testing.T, conn *pgx.Conn) int {
+	t.Helper()
+	var v int
+	require.NoError(t, conn.QueryRow(ctx, `select version from `+store.VersionTable).Scan(&v))
+	return v
+}

@@ -1,0 +1,136 @@
+package testenv_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+func TestTopicProduceConsume(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	topic := testenv.Topic(t, "helpers", 4)
+
+	var recs []testenv.Record
+	for i := range 20 {
+		recs = append(recs, testenv.Record{
+			Key:     fmt.Appendf(nil, "k%d", i%5),
+			Value:   fmt.Appendf(nil, "v%d", i),
+			Headers: []testenv.Header{{Key: "n", Value: fmt.Appendf(nil, "%d", i)}},
+		})
+	}
+	produced := testenv.Produce(t, bootstrap, topic, recs...)
+	require.Len(t, produced, 20)
+	partitions := map[int32]bool{}
+	for _, r := range produced {
+		partitions[r.Partition] = true
+		require.False(t, r.Timestamp.IsZero())
+	}
+	require.Greater(t, len(partitions), 1, "keys spread over partitions")
+
+	got := testenv.Consume(t, bootstrap, topic, 20, 10*time.Second)
+	require.Len(t, got, 20)
+	byValue := map[string]testenv.Record{}
+	for _, r := range got {
+		byValue[string(r.Value)] = r
+	}
+	for _, p := range produced {
+		r, ok := byValue[string(p.Value)]
+		require.True(t, ok, "record %s consumed", p.Value)
+		require.Equal(t, p.Partition, r.Partition)
+		require.Equal(t, p.Offset, r.Offset)
+		require.Equal(t, p.Key, r.Key)
+		n, _ := r.Header("n")
+		pn, _ := p.Header("n")
+		require.Equal(t, pn, n)
+	}
+
+	testenv.ProducePartition(t, bootstrap, topic, 3, testenv.Record{Value: []byte("last")})
+	all := testenv.ReadAll(t, bootstrap, topic)
+	require.Len(t, all, 21)
+}
+
+func TestTopicPartitions(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	a := testenv.Topic(t, "parts", 1)
+	b := testenv.Topic(t, "parts", 7)
+	require.NotEqual(t, a, b)
+	got := testenv.ProducePartition(t, bootstrap, b, 6, testenv.Record{Value: []byte("x")})
+	require.Equal(t, int32(6), got[0].Partition)
+}
+
+func TestAutoCreatedTopicHasDefaultPartitions(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	topic := "auto-" + t.Name() + fmt.Sprint(time.Now().UnixNano())
+	var recs []testenv.Record
+	for i := range 30 {
+		recs = append(recs, testenv.Record{Key: fmt.Appendf(nil, "%d", i), Value: []byte("v")})
+	}
+	produced := testenv.Produce(t, bootstrap, topic, recs...)
+	max := int32(0)
+	for _, r := range produced {
+		max = maxOf(max, r.Partition)
+	}
+	require.Equal(t, int32(testenv.DefaultPartitions-1), max)
+}
+
+func maxOf(a, b int32) int32 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+func TestBrokerProcessPauseResume(t *testing.T) {
+	t.Parallel()
+	b := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 2, Topics: []string{"seeded"}})
+
+	before := testenv.ProducePartition(t, b.Addr(), "seeded", 0, testenv.Record{Value: []byte("before")})
+	require.Equal(t, int64(0), before[0].Offset)
+
+	// Not idempotent: an idempotent producer may not give up on a batch
+	// that is in flight (its sequence numbers would break), so it would wait
+	// for the broker forever; this one fails the record after a second.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.DisableIdempotentWrite(),
+		kgo.RecordDeliveryTimeout(time.Second),
+		kgo.RequestTimeoutOverhead(500*time.Millisecond),
+		kgo.ProduceRequestTimeout(500*time.Millisecond),
+	)
+	require.NoError(t, err)
+	defer cl.Close()
+	// Warm the client up so that the paused produce fails on the hang
+	// itself, not on a metadata lookup.
+	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: "seeded", Partition: 1, Value: []byte("warm")}).FirstErr())
+
+	b.Pause(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	start := time.Now()
+	err = cl.ProduceSync(ctx, &kgo.Record{Topic: "seeded", Partition: 1, Value: []byte("while paused")}).FirstErr()
+	cancel()
+	require.Error(t, err, "produce to a paused broker")
+	require.Less(t, time.Since(start), 10*time.Second)
+	t.Logf("paused produce failed after %s: %v", time.Since(start).Round(time.Millisecond), err)
+
+	b.Resume(t)
+	after := testenv.ProducePartition(t, b.Addr(), "seeded", 0, testenv.Record{Value: []byte("after")})
+	require.Equal(t, int64(1), after[0].Offset, "data written before the pause is kept")
+
+	got := testenv.ReadAll(t, b.Addr(), "seeded")
+	var values []string
+	for _, r := range got {
+		if r.Partition == 0 {
+			values = append(values, string(r.Value))
+		}
+	}
+	require.Equal(t, []string{"before", "after"}, values)
+}
