@@ -2,16 +2,96 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"io"
+	"time"
 
 	"github.com/pcp/route-processing/pkg/config"
+	"github.com/pcp/route-processing/pkg/ingest"
+	"github.com/pcp/route-processing/pkg/ingest/adapters"
+	"github.com/pcp/route-processing/pkg/kafkax"
+	"github.com/pcp/route-processing/pkg/obs"
+	"github.com/pcp/route-processing/pkg/passport"
+	"github.com/pcp/route-processing/pkg/store"
 )
 
-// runIngest is replaced by the ingest wiring (issue 4).
+// runIngest wires bin/ingestor: HTTP endpoints first (so /healthz and
+// /metrics answer before Kafka or PostgreSQL are reachable), then the pool,
+// the DLQ producer and the consumer, then the ingest loop until ctx ends.
 func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
-	if _, err := config.LoadIngestor(environ); err != nil {
+	cfg, err := config.LoadIngestor(environ)
+	if err != nil {
 		return err
 	}
-	return errors.New("ingest: not implemented yet")
+	logger := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	reg := obs.NewRegistry()
+	ready := obs.NewReadiness(reg, "route_passport_ingest")
+	metrics := ingest.NewMetrics(reg)
+
+	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHTTP()
+	httpErr, err := obs.Serve(httpCtx, logger, cfg.HTTPAddr, obs.Handler(reg, ready))
+	if err != nil {
+		return err
+	}
+
+	// pgxpool connects lazily: Open fails only on a malformed URL, so the
+	// process starts (not ready) while the database is down.
+	pool, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	passports := store.NewPassports(pool, store.OutboxConfig{
+		TopicProcessedRoute:    cfg.TopicProcessedRoute,
+		TopicRouteGeoreference: cfg.TopicRouteGeoreference,
+		MessageKey:             cfg.MessageKey,
+		MaxAttempts:            cfg.OutboxMaxAttempts,
+	})
+
+	client := kafkax.ClientConfig{
+		BootstrapServers: cfg.KafkaBootstrapServers,
+		Properties:       cfg.KafkaProperties,
+		ClientID:         "route-passport-ingestor",
+	}
+	producer, err := kafkax.NewProducer(logger, kafkax.ProducerConfig{ClientConfig: client, DeliveryTimeout: 30 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer producer.Close(5 * time.Second)
+	consumer, err := kafkax.NewConsumer(logger, kafkax.ConsumerConfig{ClientConfig: client, GroupID: cfg.ConsumerGroup, Topic: cfg.TopicInput})
+	if err != nil {
+		return err
+	}
+
+	in, err := ingest.New(logger, ingest.Config{
+		ConsumerGroup: cfg.ConsumerGroup,
+		BatchSize:     cfg.BatchSize,
+		BatchMaxWait:  cfg.BatchMaxWait,
+		Limits:        passport.Limits{MaxValueBytes: cfg.MaxValueBytes, MaxPositions: cfg.MaxPositions},
+		RecordRetries: cfg.RecordRetries,
+		MaxBackoff:    cfg.MaxBackoff,
+	}, adapters.Consumer{C: consumer}, adapters.Store{S: passports}, adapters.DLQ{P: producer, Topic: cfg.TopicInputDLQ}, metrics, ready)
+	if err != nil {
+		_ = consumer.Close()
+		return err
+	}
+	logger.Info("ingest: starting", "topic", cfg.TopicInput, "group", cfg.ConsumerGroup, "dlq", cfg.TopicInputDLQ,
+		"batch_size", cfg.BatchSize, "batch_max_wait", cfg.BatchMaxWait)
+
+	runErr := in.Run(ctx)
+	// Close leaves the group; the revocation it triggers commits nothing
+	// new (Run already committed what was finished).
+	if err := consumer.Close(); err != nil {
+		logger.Warn("ingest: closing the consumer", "err", err)
+	}
+	stopHTTP()
+	if err := <-httpErr; err != nil && runErr == nil {
+		runErr = fmt.Errorf("http: %w", err)
+	}
+	if runErr != nil {
+		return fmt.Errorf("ingest: %w", runErr)
+	}
+	logger.Info("ingest: stopped")
+	return nil
 }

@@ -1,0 +1,66 @@
+// Package ingest moves every record of the input topic to exactly one place,
+// the database or the dead-letter topic, and commits its offset only after
+// it got there (contract §1.5).
+//
+// # Overview
+//
+// One goroutine, the poll loop in [Run], owns the Kafka consumer: it polls,
+// groups records into batches (up to Config.BatchSize records, or what
+// arrived within Config.BatchMaxWait), hands each batch to a batch goroutine,
+// takes the batch's result back, and commits. Rebalance callbacks run inside
+// Poll on that same goroutine, so a commit can never race a revocation.
+//
+// # Pipeline
+//
+// At most two batches (Config.Pipeline) are in flight, each on its own
+// database connection. A batch parses its records, dead-letters the contract
+// errors (concurrently with its database write) and writes the valid ones in
+// one transaction. Batches are chained so that the database sees them in
+// poll order:
+//
+//   - when batch N+1 shares a route with batch N, it runs its statements
+//     only after N's statements finished (N then holds the row locks of
+//     every route it touches, so N+1 queues behind N and the later record
+//     wins); when they share none, both run at once, on two backends;
+//   - batch N+1 commits only after batch N committed; if N failed, N+1 rolls
+//     back and is redone after N was dealt with.
+//
+// On this CPU-bound workload (jsonb parsing, index and foreign-key upkeep)
+// the second backend matters most; the WAL flush of N's commit also
+// overlaps N+1's work.
+//
+// # Offsets
+//
+// A per-partition [tracker] remembers every polled offset and which are
+// finished; the loop commits, per partition, up to the first unfinished one,
+// so a later record finishing first never moves the commit past an earlier
+// one.
+//
+// # Failure handling
+//
+// A batch whose transaction fails leaves the fast path and is written on its
+// own, after its predecessor:
+//
+//   - database unavailable as a whole (store.KindUnavailable): the same
+//     records are retried with capped exponential backoff and jitter; the
+//     component "postgres" is reported not ready and the poll loop pauses
+//     every assigned partition but keeps polling, so the group membership
+//     survives; nothing is dead-lettered or committed. When a retry
+//     succeeds, readiness returns and the partitions resume where they
+//     stopped (polled records are kept in memory; none is skipped).
+//   - one record rejected (store.KindRecord): the batch is split in halves
+//     until the rejected record is alone; it is retried Config.RecordRetries
+//     times and then dead-lettered with category RETRYABLE; the other
+//     records are written.
+//
+// A DLQ write that fails is retried the same way as an unavailable database
+// (component "dlq"): the record's offset stays uncommitted meanwhile.
+//
+// # Rebalance and shutdown
+//
+// On revocation the loop drops the revoked partitions' unbatched records,
+// waits (bounded) for their in-flight batches, commits what they finished,
+// and forgets the partitions; a batch still retrying after that stops
+// working on records it no longer owns. On shutdown it stops polling,
+// waits (bounded) for in-flight batches, commits, and returns.
+package ingest

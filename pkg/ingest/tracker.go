@@ -1,0 +1,137 @@
+package ingest
+
+import "sort"
+
+// tracker knows, per partition, which polled offsets are finished (written
+// to the database or acknowledged by the DLQ) and so how far the group's
+// offset may be committed: up to, not past, the first unfinished record.
+//
+// Offsets of one partition are added in increasing order (the order Poll
+// returns them; gaps from compaction or transaction markers are fine) and
+// may finish in any order. It is used by the poll loop only: not safe for
+// concurrent use.
+type tracker struct {
+	parts map[int32]*partTrack
+}
+
+type partTrack struct {
+	// entries[head:] are the offsets added and not yet released, increasing.
+	entries []trackEntry
+	head    int
+	// next is the offset to commit when no entry is outstanding: one past
+	// the last released offset; -1 before anything was released.
+	next int64
+	// lastAdded guards the increasing order.
+	lastAdded int64
+	// committed is the last offset committed (the "next to read" form), -1
+	// when none.
+	committed int64
+}
+
+type trackEntry struct {
+	offset int64
+	done   bool
+}
+
+func newTracker() *tracker { return &tracker{parts: map[int32]*partTrack{}} }
+
+func (t *tracker) part(p int32) *partTrack {
+	pt := t.parts[p]
+	if pt == nil {
+		pt = &partTrack{next: -1, lastAdded: -1, committed: -1}
+		t.parts[p] = pt
+	}
+	return pt
+}
+
+// Add records that offset was polled on partition p. It reports false (and
+// ignores the offset) when the offset is not greater than the last one
+// added: a redelivery the caller must not count twice.
+func (t *tracker) Add(p int32, offset int64) bool {
+	pt := t.part(p)
+	if offset <= pt.lastAdded {
+		return false
+	}
+	pt.lastAdded = offset
+	pt.entries = append(pt.entries, trackEntry{offset: offset})
+	return true
+}
+
+// Done marks offset on p finished. Unknown partitions or offsets are
+// ignored: they belong to an assignment that was revoked meanwhile.
+func (t *tracker) Done(p int32, offset int64) {
+	pt := t.parts[p]
+	if pt == nil {
+		return
+	}
+	live := pt.entries[pt.head:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].offset >= offset })
+	if i == len(live) || live[i].offset != offset {
+		return
+	}
+	live[i].done = true
+	for pt.head < len(pt.entries) && pt.entries[pt.head].done {
+		pt.next = pt.entries[pt.head].offset + 1
+		pt.head++
+	}
+	// Compact once the released prefix dominates, so memory stays bounded
+	// by the records in flight.
+	if pt.head > 1024 && pt.head*2 > len(pt.entries) {
+		n := copy(pt.entries, pt.entries[pt.head:])
+		pt.entries = pt.entries[:n]
+		pt.head = 0
+	}
+}
+
+// Committable returns the offset to commit for p (the offset of the next
+// record to read, as Kafka wants it) when it moved past the last commit.
+func (t *tracker) Committable(p int32) (int64, bool) {
+	pt := t.parts[p]
+	if pt == nil || pt.next < 0 || pt.next <= pt.committed {
+		return 0, false
+	}
+	return pt.next, true
+}
+
+// Committed records that offset was committed for p.
+func (t *tracker) Committed(p int32, offset int64) {
+	if pt := t.parts[p]; pt != nil && offset > pt.committed {
+		pt.committed = offset
+	}
+}
+
+// Outstanding returns how many added offsets of p are not finished.
+func (t *tracker) Outstanding(p int32) int {
+	pt := t.parts[p]
+	if pt == nil {
+		return 0
+	}
+	n := 0
+	for _, e := range pt.entries[pt.head:] {
+		if !e.done {
+			n++
+		}
+	}
+	return n
+}
+
+// CommittedOffset returns the last committed offset of p, -1 when none.
+func (t *tracker) CommittedOffset(p int32) int64 {
+	if pt := t.parts[p]; pt != nil {
+		return pt.committed
+	}
+	return -1
+}
+
+// Drop forgets p (its assignment was revoked).
+func (t *tracker) Drop(p int32) { delete(t.parts, p) }
+
+// Partitions returns the tracked partitions.
+func (t *tracker) Partitions() []int32 {
+	out := make([]int32, 0, len(t.parts))
+	for p := range t.parts {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}

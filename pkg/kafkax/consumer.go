@@ -1,0 +1,265 @@
+package kafkax
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// AssignmentStrategy is the partition.assignment.strategy of the consumer.
+// cooperative-sticky moves only the partitions that must move when a member
+// joins or leaves, so the other members keep writing through a rebalance
+// instead of stopping and draining everything (eager "range" revokes the
+// whole assignment of every member on each rebalance).
+const AssignmentStrategy = "cooperative-sticky"
+
+// ConsumerConfig configures a group consumer of one topic.
+type ConsumerConfig struct {
+	ClientConfig
+	// GroupID is the consumer group (KAFKA_CONSUMER_GROUP).
+	GroupID string
+	// Topic is the one topic consumed.
+	Topic string
+}
+
+// Record is one consumed record.
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte // nil when the record has no key
+	Value     []byte
+	Headers   []Header
+	// Timestamp is the record's timestamp; zero when the broker gave none.
+	Timestamp time.Time
+	// TimestampType is "CreateTime", "LogAppendTime" or "NoTimestampType",
+	// as Kafka's Java client spells them.
+	TimestampType string
+}
+
+// RebalanceFuncs are called from inside Poll, on the polling goroutine,
+// when the group hands partitions to this member or takes them away.
+type RebalanceFuncs struct {
+	// Assigned is called after the partitions were added to the assignment,
+	// so the callee may pause them.
+	Assigned func(partitions []int32)
+	// Revoked is called before the partitions leave the assignment, so the
+	// callee may still commit their offsets; lost is true when the
+	// membership was lost (session timeout) and committing would fail or
+	// overwrite a new owner's progress.
+	Revoked func(partitions []int32, lost bool)
+}
+
+// Consumer is a group consumer with manual offset management: nothing is
+// committed or stored behind the caller's back.
+type Consumer struct {
+	logger *slog.Logger
+	topic  string
+	c      *kafka.Consumer
+}
+
+// consumerEnforced are the settings the at-least-once guarantee rests on:
+// offsets move only through Commit.
+func consumerEnforced(cfg ConsumerConfig) kafka.ConfigMap {
+	return kafka.ConfigMap{
+		"group.id":                      cfg.GroupID,
+		"enable.auto.commit":            false,
+		"enable.auto.offset.store":      false,
+		"partition.assignment.strategy": AssignmentStrategy,
+		"go.events.channel.enable":      false,
+		"enable.partition.eof":          false,
+		// Pause/Resume and rebalances are handled by the application
+		// through RebalanceFuncs, not through Events().
+		"go.application.rebalance.enable": false,
+	}
+}
+
+// NewConsumer creates the consumer. It does not contact the brokers.
+func NewConsumer(logger *slog.Logger, cfg ConsumerConfig) (*Consumer, error) {
+	if cfg.GroupID == "" || cfg.Topic == "" {
+		return nil, errors.New("kafka consumer: group and topic are required")
+	}
+	m := configMap(logger, cfg.ClientConfig, kafka.ConfigMap{
+		"auto.offset.reset":       "earliest",
+		"socket.keepalive.enable": true,
+		// Polled records wait in memory while the database is down, so the
+		// prefetch queue need not be large.
+		"queued.max.messages.kbytes": 16384,
+	}, consumerEnforced(cfg))
+	bridgeLogs(logger, m, "consumer")
+	c, err := kafka.NewConsumer(&m)
+	if err != nil {
+		return nil, fmt.Errorf("create kafka consumer: %w", err)
+	}
+	return &Consumer{logger: logger, topic: cfg.Topic, c: c}, nil
+}
+
+// Subscribe joins the group. rb's functions are called from Poll.
+func (c *Consumer) Subscribe(rb RebalanceFuncs) error {
+	cb := func(kc *kafka.Consumer, ev kafka.Event) error {
+		cooperative := kc.GetRebalanceProtocol() == "COOPERATIVE"
+		switch e := ev.(type) {
+		case kafka.AssignedPartitions:
+			var err error
+			if cooperative {
+				err = kc.IncrementalAssign(e.Partitions)
+			} else {
+				err = kc.Assign(e.Partitions)
+			}
+			if err != nil {
+				c.logger.Error("kafka: assign failed", "topic", c.topic, "err", err)
+				return err
+			}
+			if rb.Assigned != nil {
+				rb.Assigned(partitionsOf(e.Partitions))
+			}
+		case kafka.RevokedPartitions:
+			if rb.Revoked != nil {
+				rb.Revoked(partitionsOf(e.Partitions), kc.AssignmentLost())
+			}
+			var err error
+			if cooperative {
+				err = kc.IncrementalUnassign(e.Partitions)
+			} else {
+				err = kc.Unassign()
+			}
+			if err != nil {
+				c.logger.Error("kafka: unassign failed", "topic", c.topic, "err", err)
+				return err
+			}
+		}
+		return nil
+	}
+	if err := c.c.SubscribeTopics([]string{c.topic}, cb); err != nil {
+		return fmt.Errorf("subscribe to %s: %w", c.topic, err)
+	}
+	return nil
+}
+
+func partitionsOf(tps []kafka.TopicPartition) []int32 {
+	out := make([]int32, len(tps))
+	for i, tp := range tps {
+		out[i] = tp.Partition
+	}
+	return out
+}
+
+func (c *Consumer) tps(partitions []int32, offsets map[int32]int64) []kafka.TopicPartition {
+	out := make([]kafka.TopicPartition, 0, len(partitions)+len(offsets))
+	for _, p := range partitions {
+		out = append(out, kafka.TopicPartition{Topic: &c.topic, Partition: p})
+	}
+	for p, o := range offsets {
+		out = append(out, kafka.TopicPartition{Topic: &c.topic, Partition: p, Offset: kafka.Offset(o)})
+	}
+	return out
+}
+
+// Poll waits up to timeout for a record. It returns (nil, nil) when none
+// arrived. Client errors that librdkafka recovers from by itself (a broker
+// down, a transport error) are logged and not returned; a returned error is
+// fatal for the consumer.
+func (c *Consumer) Poll(timeout time.Duration) (*Record, error) {
+	ev := c.c.Poll(int(timeout.Milliseconds()))
+	switch e := ev.(type) {
+	case nil:
+		return nil, nil
+	case *kafka.Message:
+		if e.TopicPartition.Error != nil {
+			c.logger.Warn("kafka: consume error", "topic", c.topic, "partition", e.TopicPartition.Partition, "err", e.TopicPartition.Error)
+			return nil, nil
+		}
+		r := &Record{
+			Topic:     c.topic,
+			Partition: e.TopicPartition.Partition,
+			Offset:    int64(e.TopicPartition.Offset),
+			Key:       e.Key,
+			Value:     e.Value,
+			Headers:   fromKafkaHeaders(e.Headers),
+		}
+		if e.TopicPartition.Topic != nil {
+			r.Topic = *e.TopicPartition.Topic
+		}
+		switch e.TimestampType {
+		case kafka.TimestampCreateTime:
+			r.TimestampType, r.Timestamp = "CreateTime", e.Timestamp
+		case kafka.TimestampLogAppendTime:
+			r.TimestampType, r.Timestamp = "LogAppendTime", e.Timestamp
+		default:
+			r.TimestampType = "NoTimestampType"
+		}
+		return r, nil
+	case kafka.Error:
+		if e.IsFatal() {
+			return nil, fmt.Errorf("kafka consumer: %w", e)
+		}
+		c.logger.Warn("kafka: consumer error", "topic", c.topic, "err", e)
+		return nil, nil
+	default:
+		return nil, nil
+	}
+}
+
+// Pause stops fetching the partitions. librdkafka drops what it prefetched
+// for them and, on Resume, fetches again from the position after the last
+// record Poll returned.
+func (c *Consumer) Pause(partitions []int32) error {
+	if len(partitions) == 0 {
+		return nil
+	}
+	if err := c.c.Pause(c.tps(partitions, nil)); err != nil {
+		return fmt.Errorf("pause %s: %w", c.topic, err)
+	}
+	return nil
+}
+
+// Resume restarts fetching the partitions.
+func (c *Consumer) Resume(partitions []int32) error {
+	if len(partitions) == 0 {
+		return nil
+	}
+	if err := c.c.Resume(c.tps(partitions, nil)); err != nil {
+		return fmt.Errorf("resume %s: %w", c.topic, err)
+	}
+	return nil
+}
+
+// Commit synchronously commits, per partition, the offset of the next
+// record to read.
+func (c *Consumer) Commit(offsets map[int32]int64) error {
+	if len(offsets) == 0 {
+		return nil
+	}
+	res, err := c.c.CommitOffsets(c.tps(nil, offsets))
+	if err != nil {
+		return fmt.Errorf("commit offsets of %s: %w", c.topic, err)
+	}
+	for _, tp := range res {
+		if tp.Error != nil {
+			return fmt.Errorf("commit offset of %s [%d]: %w", c.topic, tp.Partition, tp.Error)
+		}
+	}
+	return nil
+}
+
+// HighWatermark returns the partition's high watermark as last seen in a
+// fetch response (no broker round trip), and whether one is known.
+func (c *Consumer) HighWatermark(partition int32) (int64, bool) {
+	_, high, err := c.c.GetWatermarkOffsets(c.topic, partition)
+	if err != nil || high < 0 {
+		return 0, false
+	}
+	return high, true
+}
+
+// Close leaves the group (revoking the assignment through RebalanceFuncs)
+// and releases the client.
+func (c *Consumer) Close() error {
+	if err := c.c.Close(); err != nil {
+		return fmt.Errorf("close kafka consumer: %w", err)
+	}
+	return nil
+}

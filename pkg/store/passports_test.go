@@ -1,0 +1,92 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/passport"
+	"github.com/pcp/route-processing/pkg/store"
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+func passportRecord(t *testing.T, routeID, name, traceID string, offset int64) store.IngestRecord {
+	t.Helper()
+	raw, err := os.ReadFile("../../testdata/contract/valid-polygon.json")
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	props := doc["data"].(map[string]any)["properties"].(map[string]any)
+	props["pcp:route_id"] = routeID
+	props["pcp:route_name_full"] = name
+	doc["traceId"] = traceID
+	v, err := json.Marshal(doc)
+	require.NoError(t, err)
+	p, err := passport.Parse(v, passport.Limits{})
+	require.NoError(t, err)
+	return store.IngestRecord{Passport: p, Topic: "in", Partition: 0, Offset: offset, Key: []byte("k"), Value: v}
+}
+
+func TestPassportsWrite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := store.OutboxConfig{TopicProcessedRoute: "proc", TopicRouteGeoreference: "geo", MessageKey: "traceId", MaxAttempts: 7}
+
+	t.Run("SameRouteTwiceInOneWrite", func(t *testing.T) {
+		t.Parallel()
+		pool := testenv.Pool(t)
+		s := store.NewPassports(pool, cfg)
+		id := uuid.NewString()
+		tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		first := passportRecord(t, id, "first", "trace-1", 1)
+		first.Traceparent = &tp
+		last := passportRecord(t, id, "last", "trace-2", 2)
+		require.NoError(t, s.Write(ctx, []store.IngestRecord{first, last}))
+
+		var name string
+		var off int64
+		require.NoError(t, pool.QueryRow(ctx, "select route_name_full, source_offset from route_passports where route_id = $1", id).Scan(&name, &off))
+		require.Equal(t, "last", name, "the last record wins the row")
+		require.Equal(t, int64(2), off)
+
+		rows, err := pool.Query(ctx, "select event_type, topic, message_key, headers, max_attempts, payload = $2::jsonb or payload = $3::jsonb from route_passport_outbox where route_id = $1 order by event_type",
+			id, string(first.Passport.Payload(passport.EventModeStatusChanged)), string(first.Passport.Payload(passport.EventRouteGeoRef)))
+		require.NoError(t, err)
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			var typ, topic, key string
+			var headers map[string]string
+			var maxAttempts int
+			var payloadOfFirst bool
+			require.NoError(t, rows.Scan(&typ, &topic, &key, &headers, &maxAttempts, &payloadOfFirst))
+			require.True(t, payloadOfFirst, "the first record freezes the events")
+			require.Equal(t, "trace-1", key)
+			require.Equal(t, 7, maxAttempts)
+			require.Equal(t, typ, headers["type"])
+			require.Equal(t, "trace-1", headers["traceId"])
+			require.Equal(t, tp, headers["traceparent"])
+			require.NotEmpty(t, headers["eventId"])
+			want := map[string]string{passport.EventModeStatusChanged: "proc", passport.EventRouteGeoRef: "geo"}[typ]
+			require.Equal(t, want, topic)
+			n++
+		}
+		require.Equal(t, 2, n)
+	})
+
+	t.Run("NulRejectedAsRecord", func(t *testing.T) {
+		t.Parallel()
+		pool := testenv.Pool(t)
+		s := store.NewPassports(pool, cfg)
+		rec := passportRecord(t, uuid.NewString(), "nul", "t", 1)
+		rec.Value = []byte(strings.Replace(string(rec.Value), `"source":"survey-planner"`, `"source":"a\u0000b"`, 1))
+		err := s.Write(ctx, []store.IngestRecord{rec})
+		require.Error(t, err)
+		require.Equal(t, store.KindRecord, store.Classify(err))
+	})
+}
