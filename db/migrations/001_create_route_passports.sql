@@ -36,9 +36,11 @@ create index route_passports_interval_idx on route_passports (interval_begin, in
 -- "routes of one spacecraft on one orbit".
 create index route_passports_platform_orbit_idx on route_passports (ka_short, orbit_number);
 create index route_passports_status_idx on route_passports (route_status);
--- Forensics: which input record produced this row. Unique because one record
--- yields at most one passport.
-create unique index route_passports_source_idx on route_passports (source_topic, source_partition, source_offset);
+-- Forensics: which input record produced this row. Deliberately not unique:
+-- offsets start again at 0 when a topic is recreated (or a dev broker is
+-- replaced), and a unique index would then make PostgreSQL reject good
+-- passports whose offsets collide with an old row's.
+create index route_passports_source_idx on route_passports (source_topic, source_partition, source_offset);
 
 ---- create above / drop below ----
 
