@@ -41,7 +41,7 @@ bench: build ## throughput and latency benchmarks, settings side by side
 
 .PHONY: run
 run: build ## local PostgreSQL + dev broker + migrations + both binaries + sample traffic
-	@if [ -f scripts/run.sh ]; then bash scripts/run.sh; else echo "run: not yet"; fi
+	exec bash scripts/run.sh
 
 .PHONY: migrate
 migrate: build ## apply migrations to DATABASE_URL
