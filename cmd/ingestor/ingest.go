@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/pcp/route-processing/pkg/config"
@@ -79,7 +80,12 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	logger.Info("ingest: starting", "topic", cfg.TopicInput, "group", cfg.ConsumerGroup, "dlq", cfg.TopicInputDLQ,
 		"batch_size", cfg.BatchSize, "batch_max_wait", cfg.BatchMaxWait)
 
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	defer stopProbe()
+	go probeKafka(probeCtx, logger, consumer, ready)
+
 	runErr := in.Run(ctx)
+	stopProbe()
 	// Close leaves the group; the revocation it triggers commits nothing
 	// new (Run already committed what was finished).
 	if err := consumer.Close(); err != nil {
@@ -94,4 +100,29 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	}
 	logger.Info("ingest: stopped")
 	return nil
+}
+
+// probeKafka keeps the "kafka" readiness component current. The consumer
+// itself rides out broker outages, but an operator (and Kubernetes) should
+// see that nothing can be consumed.
+func probeKafka(ctx context.Context, logger *slog.Logger, consumer *kafkax.Consumer, ready *obs.Readiness) {
+	const every, timeout = 5 * time.Second, 4 * time.Second
+	for {
+		reason := ""
+		if err := consumer.Probe(timeout); err != nil {
+			reason = "brokers unreachable: " + err.Error()
+		}
+		if ready.Set("kafka", reason) {
+			if reason == "" {
+				logger.Info("ingest: kafka reachable")
+			} else {
+				logger.Warn("ingest: kafka unreachable; records wait in the topic", "err", reason)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
 }

@@ -59,7 +59,14 @@ type Consumer struct {
 	logger *slog.Logger
 	topic  string
 	c      *kafka.Consumer
+
+	// librdkafka repeats a transport error many times a second while a
+	// broker is down; log a code once, then again only every errEvery.
+	lastErrCode kafka.ErrorCode
+	lastErrAt   time.Time
 }
+
+const errEvery = 30 * time.Second
 
 // consumerEnforced are the settings the at-least-once guarantee rests on:
 // offsets move only through Commit.
@@ -196,7 +203,10 @@ func (c *Consumer) Poll(timeout time.Duration) (*Record, error) {
 		if e.IsFatal() {
 			return nil, fmt.Errorf("kafka consumer: %w", e)
 		}
-		c.logger.Warn("kafka: consumer error", "topic", c.topic, "err", e)
+		if now := time.Now(); e.Code() != c.lastErrCode || now.Sub(c.lastErrAt) >= errEvery {
+			c.lastErrCode, c.lastErrAt = e.Code(), now
+			c.logger.Warn("kafka: consumer error (librdkafka retries by itself)", "topic", c.topic, "err", e)
+		}
 		return nil, nil
 	default:
 		return nil, nil
@@ -253,6 +263,19 @@ func (c *Consumer) HighWatermark(partition int32) (int64, bool) {
 		return 0, false
 	}
 	return high, true
+}
+
+// Probe asks a broker for the topic's metadata and reports whether one
+// answered within timeout. It is safe to call from any goroutine.
+func (c *Consumer) Probe(timeout time.Duration) error {
+	md, err := c.c.GetMetadata(&c.topic, false, int(timeout.Milliseconds()))
+	if err != nil {
+		return fmt.Errorf("kafka metadata: %w", err)
+	}
+	if len(md.Brokers) == 0 {
+		return fmt.Errorf("kafka metadata: no brokers: %w", ErrUnavailable)
+	}
+	return nil
 }
 
 // Close leaves the group (revoking the assignment through RebalanceFuncs)
