@@ -3,20 +3,117 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"time"
 
 	"github.com/pcp/route-processing/pkg/config"
+	"github.com/pcp/route-processing/pkg/kafkax"
+	"github.com/pcp/route-processing/pkg/obs"
+	"github.com/pcp/route-processing/pkg/relay"
+	"github.com/pcp/route-processing/pkg/relay/relayio"
+	"github.com/pcp/route-processing/pkg/store"
 )
 
-// runRelay is replaced by the relay wiring (issue 5).
+// shutdownGrace bounds how long a batch in flight at SIGTERM may keep
+// publishing; with the mark (≤ 5s) and the producer's close (≤ 3s) the
+// process exits within the 30s of contract §5.
+const shutdownGrace = 15 * time.Second
+
+// runRelay wires the relay: HTTP first (so /healthz and /metrics answer
+// before Kafka or PostgreSQL do), then the pool, the producer, the LISTEN
+// connection and the relay's loops.
 func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
-	if _, err := config.LoadRelay(environ); err != nil {
+	cfg, err := config.LoadRelay(environ)
+	if err != nil {
 		return err
 	}
-	return errors.New("relay: not implemented yet")
-}
+	logger := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	reg := obs.NewRegistry()
+	ready := obs.NewReadiness(reg, "route_passport_outbox_relay")
+	ready.Set("postgres", "starting")
+	ready.Set("kafka", "starting")
 
-// runOps is replaced by the operator subcommands (issue 5).
-func runOps(ctx context.Context, cmd string, args, environ []string, stdout, stderr io.Writer) error {
-	return errors.New(cmd + ": not implemented yet")
+	// HTTP outlives ctx until the relay has stopped, so /metrics can be
+	// scraped during the drain.
+	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHTTP()
+	httpErr, err := obs.Serve(httpCtx, logger, cfg.HTTPAddr, obs.Handler(reg, ready))
+	if err != nil {
+		return err
+	}
+
+	pool, err := store.Open(ctx, cfg.DatabaseURL) // connects lazily
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	keys := make([]string, 0, len(cfg.KafkaProperties))
+	for k := range cfg.KafkaProperties {
+		keys = append(keys, k)
+	}
+	producer, err := kafkax.NewProducer(logger, kafkax.ProducerConfig{
+		ClientConfig: kafkax.ClientConfig{
+			BootstrapServers: cfg.KafkaBootstrapServers,
+			Properties:       cfg.KafkaProperties,
+			ClientID:         "pcp-outbox-relay",
+		},
+		DeliveryTimeout: cfg.PublishTimeout,
+		Linger:          2 * time.Millisecond,
+	})
+	if err != nil {
+		return err
+	}
+	defer producer.Close(3 * time.Second)
+
+	r, err := relay.New(logger, relayio.Outbox{Outbox: store.NewOutbox(pool)}, relayio.Publisher{Producer: producer}, relay.Config{
+		MaxAttempts:     cfg.MaxAttempts,
+		InitialBackoff:  cfg.InitialBackoff,
+		MaxBackoff:      cfg.MaxBackoff,
+		LockTimeout:     cfg.LockTimeout,
+		BatchSize:       cfg.BatchSize,
+		PollInterval:    cfg.PollInterval,
+		PublishTimeout:  cfg.PublishTimeout,
+		Retention:       cfg.Retention,
+		ProbeMaxBackoff: cfg.ProbeMaxBackoff,
+		ShutdownGrace:   shutdownGrace,
+		Registerer:      reg,
+		Readiness:       ready,
+	})
+	if err != nil {
+		return &config.Error{Var: "OUTBOX_*", Reason: err.Error()}
+	}
+	logger.Info("relay: starting", "batch_size", cfg.BatchSize, "poll_interval", cfg.PollInterval,
+		"lock_timeout", cfg.LockTimeout, "publish_timeout", cfg.PublishTimeout, "max_attempts", cfg.MaxAttempts,
+		"kafka_properties", keys)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	listenDone := make(chan struct{})
+	go func() {
+		defer close(listenDone)
+		if err := store.Listen(ctx, logger, cfg.DatabaseURL, time.Second, r.Wake); err != nil && ctx.Err() == nil {
+			logger.Error("relay: outbox listener stopped; polling only", "err", err)
+		}
+	}()
+
+	runErr := make(chan error, 1)
+	go func() { runErr <- r.Run(ctx) }()
+	select {
+	case err = <-runErr:
+	case herr := <-httpErr:
+		// The HTTP server died: /healthz would fail and the pod be killed
+		// anyway; stop cleanly instead.
+		if herr == nil {
+			herr = errors.New("stopped")
+		}
+		cancel()
+		<-runErr
+		err = fmt.Errorf("relay: serve HTTP: %w", herr)
+	}
+	cancel()
+	<-listenDone
+	logger.Info("relay: stopped")
+	return err
 }

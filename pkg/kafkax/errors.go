@@ -44,5 +44,13 @@ func IsUnavailable(err error) bool {
 
 func isFatal(err error) bool {
 	var kerr kafka.Error
-	return errors.As(err, &kerr) && kerr.IsFatal()
+	// Messages failed by a client in the fatal state carry ERR__FATAL,
+	// not always the IsFatal flag of the underlying error.
+	return errors.As(err, &kerr) && (kerr.IsFatal() || kerr.Code() == kafka.ErrFatal)
 }
+
+// IsFatal reports whether err is a fatal producer error: the idempotence
+// guarantee was broken and the client must be replaced (ProduceBatch does so
+// by itself). The message was not refused for what it is; retry it on the
+// new client without counting it against the message.
+func IsFatal(err error) bool { return isFatal(err) }

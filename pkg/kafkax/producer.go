@@ -42,11 +42,14 @@ func producerEnforced(cfg ProducerConfig) kafka.ConfigMap {
 		"acks":                                  "all",
 		"max.in.flight.requests.per.connection": 5,
 		"message.timeout.ms":                    int(cfg.DeliveryTimeout.Milliseconds()),
-		// Delivery reports go to per-call channels; nothing reads Events().
+		// Delivery reports go to per-call channels and carry only the
+		// error and the Opaque index: copying keys, values and headers back
+		// would double the memory traffic of a batch. Events() carries only
+		// client-level errors, drained into the log.
 		"go.delivery.reports":       true,
-		"go.delivery.report.fields": "key,value,headers",
+		"go.delivery.report.fields": "none",
 		"go.produce.channel.size":   0,
-		"go.events.channel.enable":  false,
+		"go.events.channel.size":    1000,
 		"socket.keepalive.enable":   true,
 	}
 }
@@ -76,7 +79,22 @@ func (pr *Producer) newClient() (*kafka.Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create kafka producer: %w", err)
 	}
+	go pr.drainEvents(p.Events())
 	return p, nil
+}
+
+// drainEvents logs client-level events (connection errors, fatal errors);
+// the channel is closed by the client's Close.
+func (pr *Producer) drainEvents(events chan kafka.Event) {
+	for ev := range events {
+		if kerr, ok := ev.(kafka.Error); ok {
+			lvl := slog.LevelDebug // transport errors repeat per reconnect; librdkafka logs them too
+			if kerr.IsFatal() {
+				lvl = slog.LevelError
+			}
+			pr.logger.Log(context.Background(), lvl, "kafka: producer error", "err", kerr, "code", kerr.Code().String())
+		}
+	}
 }
 
 // ProduceBatch sends every message, then waits for every delivery report.
@@ -224,8 +242,8 @@ func (pr *Producer) reset(p *kafka.Producer, cause error) {
 	go p.Close()
 }
 
-// Probe asks the cluster for metadata of topic and reports whether a broker
-// answered within timeout.
+// Probe asks the cluster for metadata of topic (or, when topic is "", for
+// the broker list only) and reports whether a broker answered within timeout.
 func (pr *Producer) Probe(ctx context.Context, topic string, timeout time.Duration) error {
 	p, err := pr.client()
 	if err != nil {
@@ -237,7 +255,11 @@ func (pr *Producer) Probe(ctx context.Context, topic string, timeout time.Durati
 	if timeout <= 0 {
 		return ctx.Err()
 	}
-	md, err := p.GetMetadata(&topic, false, int(timeout.Milliseconds()))
+	var tp *string
+	if topic != "" {
+		tp = &topic
+	}
+	md, err := p.GetMetadata(tp, false, int(timeout.Milliseconds()))
 	if err != nil {
 		return fmt.Errorf("kafka metadata: %w", err)
 	}

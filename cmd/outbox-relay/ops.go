@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/pcp/route-processing/pkg/config"
+	"github.com/pcp/route-processing/pkg/store"
+)
+
+// runOps runs the operator subcommands. They need only DATABASE_URL, so an
+// operator can run them from any pod or a laptop with database access.
+func runOps(ctx context.Context, cmd string, args, environ []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("outbox-relay "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	// Each subcommand registers only its own flags, so a flag of another
+	// one is a usage error and -h lists what applies.
+	var asJSON, failed *bool
+	var id, routeID, reason *string
+	switch cmd {
+	case "stats":
+		asJSON = fs.Bool("json", false, "print JSON instead of a table")
+	case "requeue":
+		failed = fs.Bool("failed", false, "every FAILED row")
+		id = fs.String("id", "", "the row with this outbox id")
+		routeID = fs.String("route-id", "", "the rows of this route")
+	case "pause":
+		reason = fs.String("reason", "", "why (shown by stats)")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return &config.UsageError{Msg: err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return &config.UsageError{Msg: fmt.Sprintf("%s: unexpected argument %q", cmd, fs.Arg(0))}
+	}
+
+	var filter store.RequeueFilter
+	if cmd == "requeue" {
+		var err error
+		if filter, err = requeueFilter(*failed, *id, *routeID); err != nil {
+			return err
+		}
+	}
+
+	cfg, err := config.LoadMigrate(environ)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	pool, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	ob := store.NewOutbox(pool)
+
+	switch cmd {
+	case "stats":
+		s, err := ob.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(s)
+		}
+		return printStats(stdout, s)
+	case "requeue":
+		n, err := ob.Requeue(ctx, filter)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "requeued %d row(s)\n", n)
+		return nil
+	case "pause":
+		if err := ob.SetPaused(ctx, true, *reason, operator()); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "paused: every relay stops claiming within one poll interval (batches in flight finish)")
+		return nil
+	case "resume":
+		if err := ob.SetPaused(ctx, false, "", operator()); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "resumed")
+		return nil
+	}
+	return &config.UsageError{Msg: "unknown subcommand " + cmd}
+}
+
+func requeueFilter(failed bool, id, routeID string) (store.RequeueFilter, error) {
+	set := 0
+	for _, b := range []bool{failed, id != "", routeID != ""} {
+		if b {
+			set++
+		}
+	}
+	if set != 1 {
+		return store.RequeueFilter{}, &config.UsageError{Msg: "requeue needs exactly one of --failed, --id ID, --route-id ID"}
+	}
+	parse := func(flagName, v string) (*uuid.UUID, error) {
+		u, err := uuid.Parse(v)
+		if err != nil || len(v) != 36 {
+			return nil, &config.UsageError{Msg: fmt.Sprintf("requeue --%s: %q is not a UUID", flagName, v)}
+		}
+		return &u, nil
+	}
+	switch {
+	case id != "":
+		u, err := parse("id", id)
+		return store.RequeueFilter{ID: u}, err
+	case routeID != "":
+		u, err := parse("route-id", routeID)
+		return store.RequeueFilter{RouteID: u}, err
+	}
+	return store.RequeueFilter{Failed: true}, nil
+}
+
+// operator names who paused or resumed, for outbox_relay_control.updated_by.
+func operator() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	if h, err := os.Hostname(); err == nil {
+		name += "@" + h
+	}
+	return "outbox-relay cli (" + name + ")"
+}
+
+func printStats(w io.Writer, s store.Stats) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STATUS\tROWS")
+	for _, st := range []string{store.StatusPending, store.StatusPublished, store.StatusFailed} {
+		fmt.Fprintf(tw, "%s\t%d\n", st, s.Counts[st])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	age := "-"
+	if s.Counts[store.StatusPending] > 0 {
+		age = (time.Duration(s.OldestPendingAgeSeconds * float64(time.Second))).Round(time.Millisecond).String()
+	}
+	fmt.Fprintf(w, "\noldest pending: %s\n", age)
+	if s.Paused {
+		fmt.Fprintf(w, "relays: PAUSED (%s)\n", orDash(s.PauseReason))
+	} else {
+		fmt.Fprintln(w, "relays: running")
+	}
+	if len(s.Failures) > 0 {
+		fmt.Fprintln(w, "\nfailures by last_error:")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ROWS\tLAST ERROR")
+		for _, f := range s.Failures {
+			fmt.Fprintf(tw, "%d\t%s\n", f.Count, strings.ReplaceAll(orDash(f.LastError), "\n", " "))
+		}
+		return tw.Flush()
+	}
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

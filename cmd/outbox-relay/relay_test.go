@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/config"
+	"github.com/pcp/route-processing/pkg/relay/relaytest"
+	"github.com/pcp/route-processing/pkg/store"
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+func get(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// syncBuffer is a bytes.Buffer safe for the relay's log goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestOps(t *testing.T) {
+	t.Parallel()
+	url := testenv.DatabaseURL(t)
+	ctx := context.Background()
+	pool, err := store.Open(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	rows := relaytest.MustInsert(t, pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
+	_, err = pool.Exec(ctx, `update route_passport_outbox set status = 'FAILED', attempts = 10, last_error = 'Broker: Message size too large' where id = $1`, rows[0].ID)
+	require.NoError(t, err)
+	env := []string{"DATABASE_URL=" + url} // no Kafka settings needed
+
+	runOK := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		err := run(ctx, args, env, &out, &errOut)
+		require.NoError(t, err, "stderr: %s", errOut.String())
+		return out.String()
+	}
+
+	t.Run("Stats", func(t *testing.T) {
+		out := runOK("stats")
+		require.Regexp(t, `PENDING\s+2`, out)
+		require.Regexp(t, `FAILED\s+1`, out)
+		require.Contains(t, out, "Broker: Message size too large")
+		var s store.Stats
+		require.NoError(t, json.Unmarshal([]byte(runOK("stats", "--json")), &s))
+		require.EqualValues(t, 2, s.Counts["PENDING"])
+		require.Equal(t, []store.FailureGroup{{LastError: "Broker: Message size too large", Count: 1}}, s.Failures)
+	})
+
+	t.Run("PauseResume", func(t *testing.T) {
+		require.Contains(t, runOK("pause", "--reason", "kafka upgrade"), "paused")
+		require.Contains(t, runOK("stats"), "PAUSED (kafka upgrade)")
+		c, err := store.NewOutbox(pool).Control(ctx)
+		require.NoError(t, err)
+		require.True(t, c.Paused)
+		require.Contains(t, c.UpdatedBy, "outbox-relay cli")
+		require.Contains(t, runOK("resume"), "resumed")
+		require.Contains(t, runOK("stats"), "relays: running")
+	})
+
+	t.Run("Requeue", func(t *testing.T) {
+		require.Equal(t, "requeued 1 row(s)\n", runOK("requeue", "--failed"))
+		require.Equal(t, "requeued 0 row(s)\n", runOK("requeue", "--failed"))
+		require.Equal(t, "requeued 1 row(s)\n", runOK("requeue", "--id", rows[1].ID.String()))
+		require.Equal(t, "requeued 1 row(s)\n", runOK("requeue", "--route-id", rows[2].RouteID.String()))
+		st := relaytest.Get(t, pool, rows[0].ID)
+		require.Equal(t, "PENDING", st.Status)
+		require.Zero(t, st.Attempts)
+	})
+
+	t.Run("UsageErrors", func(t *testing.T) {
+		for _, args := range [][]string{
+			{"requeue"},
+			{"requeue", "--failed", "--id", rows[0].ID.String()},
+			{"requeue", "--id", "not-a-uuid"},
+			{"requeue", "--route-id", "0f8fad5bd9cb469fa16570867728950e"},
+			{"stats", "--bogus"},
+			{"pause", "--json"},
+			{"resume", "now"},
+			{"frobnicate"},
+		} {
+			err := run(ctx, args, env, io.Discard, io.Discard)
+			require.Error(t, err, "%v", args)
+			require.Equal(t, 2, config.ExitCode(err), "%v: %v", args, err)
+		}
+		err := run(ctx, []string{"stats"}, nil, io.Discard, io.Discard)
+		require.Equal(t, 2, config.ExitCode(err), "DATABASE_URL missing: %v", err)
+	})
+}
+
+// TestRunRelayHTTPFirst: /healthz and /metrics answer while neither Kafka
+// nor PostgreSQL does; /readyz says why it is not ready; SIGTERM exits fast.
+func TestRunRelayHTTPFirst(t *testing.T) {
+	t.Parallel()
+	dead := freeAddr(t)
+	addr := freeAddr(t)
+	env := []string{
+		"DATABASE_URL=postgres://u:secret@" + dead + "/db?connect_timeout=1",
+		"KAFKA_BOOTSTRAP_SERVERS=" + dead,
+		"HTTP_ADDR=" + addr,
+		"LOG_LEVEL=error",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, env, io.Discard, logs) }()
+
+	require.Eventually(t, func() bool { code, _ := get("http://" + addr + "/healthz"); return code == 200 }, 10*time.Second, 20*time.Millisecond)
+	code, body := get("http://" + addr + "/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "kafka")
+	require.Contains(t, body, "postgres")
+	// The relay's series appear once it is built, just after HTTP starts.
+	require.Eventually(t, func() bool {
+		code, body := get("http://" + addr + "/metrics")
+		return code == 200 && strings.Contains(body, "route_passport_outbox_published_total") &&
+			strings.Contains(body, "route_passport_outbox_paused")
+	}, 10*time.Second, 20*time.Millisecond)
+
+	stopAt := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("relay did not stop within 30s of SIGTERM")
+	}
+	t.Logf("stopped in %s", time.Since(stopAt).Round(time.Millisecond))
+	require.NotContains(t, logs.String(), "secret", "no password in the logs")
+}
+
+// TestRunRelayPublishes runs the whole binary against the test database and
+// broker.
+func TestRunRelayPublishes(t *testing.T) {
+	t.Parallel()
+	url := testenv.DatabaseURL(t)
+	bootstrap := testenv.KafkaBootstrap(t)
+	topic := testenv.Topic(t, "cmd-relay", 3)
+	ctx := context.Background()
+	pool, err := store.Open(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	addr := freeAddr(t)
+	env := []string{"DATABASE_URL=" + url, "KAFKA_BOOTSTRAP_SERVERS=" + bootstrap, "HTTP_ADDR=" + addr, "LOG_LEVEL=warn"}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(runCtx, nil, env, io.Discard, logs) }()
+
+	relaytest.MustInsert(t, pool, relaytest.Row{Topic: topic}, relaytest.Row{Topic: topic})
+	require.Len(t, testenv.Consume(t, bootstrap, topic, 2, 30*time.Second), 2)
+	require.Eventually(t, func() bool { return relaytest.Count(t, pool, "PUBLISHED") == 2 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { code, _ := get("http://" + addr + "/readyz"); return code == 200 }, 10*time.Second, 20*time.Millisecond)
+	_, body := get("http://" + addr + "/metrics")
+	require.Contains(t, body, "route_passport_outbox_published_total 2")
+
+	stopAt := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("relay did not stop within 30s")
+	}
+	t.Logf("stopped in %s", time.Since(stopAt).Round(time.Millisecond))
+	require.False(t, strings.Contains(logs.String(), `"level":"ERROR"`), logs.String())
+}

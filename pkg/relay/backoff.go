@@ -1,0 +1,58 @@
+package relay
+
+import "time"
+
+// Backoff is the delay before the next publish of a row that has failed
+// attempts times (attempts ≥ 1; smaller values count as 1):
+//
+//	min(initial · 2^(attempts−1), max) · (1 + jitter·r)
+//
+// jitter is the largest extra fraction (clamped to [0, 1]) and r a random
+// number in [0, 1) (clamped), so the result lies in [d, d·(1+jitter)] where d
+// is the capped exponential delay. Jitter only ever adds: a row is never
+// retried sooner than the formula says, and relays that failed together do
+// not retry in lock step. It never overflows and never returns a negative
+// duration.
+func Backoff(attempts int, initial, max time.Duration, jitter, r float64) time.Duration {
+	d := capped(attempts, initial, max)
+	if d <= 0 {
+		return 0
+	}
+	jitter = clamp(jitter, 0, 1)
+	r = clamp(r, 0, 1)
+	extra := time.Duration(float64(d) * jitter * r)
+	if extra < 0 || d+extra < d { // overflow guard for durations near MaxInt64
+		return d
+	}
+	return d + extra
+}
+
+// capped is min(initial · 2^(attempts−1), max) without overflow.
+func capped(attempts int, initial, max time.Duration) time.Duration {
+	if initial <= 0 || max <= 0 {
+		return 0
+	}
+	if initial >= max {
+		return max
+	}
+	d := initial
+	for i := 1; i < attempts; i++ {
+		if d >= max/2 {
+			return max
+		}
+		d *= 2
+	}
+	return min(d, max)
+}
+
+func clamp(v, lo, hi float64) float64 {
+	switch {
+	case v != v: // NaN
+		return lo
+	case v < lo:
+		return lo
+	case v > hi:
+		return hi
+	}
+	return v
+}

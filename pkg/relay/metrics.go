@@ -1,0 +1,80 @@
+package relay
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the relay's Prometheus series (contract §5 names).
+type metrics struct {
+	published     prometheus.Counter
+	retried       prometheus.Counter
+	failed        prometheus.Counter
+	released      prometheus.Counter
+	pending       prometheus.Gauge
+	oldestAge     prometheus.Gauge
+	paused        prometheus.Gauge
+	publishTime   prometheus.Histogram
+	ingestToPub   prometheus.Histogram
+	claimedRows   prometheus.Histogram
+	kafkaOutages  prometheus.Counter
+	lostLeaseRows prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		published: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "route_passport_outbox_published_total",
+			Help: "Outbox rows published to Kafka and marked PUBLISHED.",
+		}),
+		retried: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "route_passport_outbox_retry_total",
+			Help: "Failed publishes rescheduled with backoff (an attempt counted).",
+		}),
+		failed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "route_passport_outbox_failed_total",
+			Help: "Outbox rows that reached OUTBOX_MAX_ATTEMPTS and became FAILED.",
+		}),
+		released: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "route_passport_outbox_released_total",
+			Help: "Leases given back without counting an attempt (Kafka unreachable, producer reset, shutdown).",
+		}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "route_passport_outbox_pending",
+			Help: "PENDING outbox rows (refreshed every few seconds).",
+		}),
+		oldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "route_passport_outbox_oldest_pending_age_seconds",
+			Help: "Age of the oldest PENDING outbox row, 0 when none (refreshed every few seconds).",
+		}),
+		paused: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "route_passport_outbox_paused",
+			Help: "1 while an operator has paused the relays (outbox-relay pause).",
+		}),
+		publishTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "route_passport_outbox_publish_duration_seconds",
+			Help:    "Time from sending a batch to the last delivery report.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+		ingestToPub: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "route_passport_outbox_ingest_to_publish_seconds",
+			Help:    "Time from the outbox row's created_at to its delivery report.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 20),
+		}),
+		claimedRows: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "route_passport_outbox_claim_rows",
+			Help:    "Rows per non-empty claim.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
+		}),
+		kafkaOutages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "route_passport_outbox_kafka_outages_total",
+			Help: "Kafka outages detected (no broker answered a probe).",
+		}),
+		lostLeaseRows: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "route_passport_outbox_lost_lease_total",
+			Help: "Rows whose mark changed nothing because their lease had been taken over.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.published, m.retried, m.failed, m.released, m.pending, m.oldestAge,
+			m.paused, m.publishTime, m.ingestToPub, m.claimedRows, m.kafkaOutages, m.lostLeaseRows)
+	}
+	return m
+}

@@ -1,0 +1,473 @@
+package relay_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pcp/route-processing/pkg/relay"
+	"github.com/pcp/route-processing/pkg/relay/relaytest"
+	"github.com/pcp/route-processing/pkg/store"
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+func TestRelayPublishesBothTopics(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	b := setup(t, bootstrap)
+	in := testenv.Topic(t, "pcp.route.in", 3)
+	geo := testenv.Topic(t, "pcp.route.georeference", 3)
+	route := uuid.New()
+	rows := relaytest.MustInsert(t, b.pool,
+		relaytest.Row{RouteID: route, EventType: relaytest.ModeStatusChanged, Topic: in, Key: "trace-1",
+			Payload: []byte(`{"type":"ModeStatusChangedEvent","data":{"routeId":"` + route.String() + `","routeStatus":"PROCESSED"},"traceId":"trace-1","correlationId":"req-9"}`),
+			Headers: map[string]string{"type": relaytest.ModeStatusChanged, "traceId": "trace-1", "correlationId": "req-9",
+				"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}},
+		relaytest.Row{RouteID: route, EventType: relaytest.RouteGeoRef, Topic: geo, Key: route.String(),
+			Payload: []byte(`{"type":"RouteGeoRefEvent","data":{"routeId":"` + route.String() + `","geometry":"POLYGON((30 10,40 40,20 40,10 20,30 10))"},"traceId":null,"correlationId":null}`),
+			Headers: map[string]string{"type": relaytest.RouteGeoRef}},
+	)
+	// eventId is the row id (contract §2); the ingestor stores it in headers.
+	for i := range rows {
+		rows[i].Headers["eventId"] = rows[i].ID.String()
+	}
+	_, err := b.pool.Exec(context.Background(), `update route_passport_outbox set headers = headers || jsonb_build_object('eventId', id::text)`)
+	require.NoError(t, err)
+
+	rr := b.start(t, relay.Config{PollInterval: 5 * time.Second})
+
+	for i, topic := range []string{in, geo} {
+		recs := testenv.Consume(t, bootstrap, topic, 1, 30*time.Second)
+		require.Len(t, recs, 1)
+		rec, row := recs[0], rows[i]
+		require.JSONEq(t, string(row.Payload), string(rec.Value))
+		require.Equal(t, row.Key, string(rec.Key))
+		got := map[string]string{}
+		for _, h := range rec.Headers {
+			got[h.Key] = string(h.Value)
+		}
+		require.Equal(t, row.Headers, got)
+		require.Equal(t, "type", rec.Headers[0].Key, "contract headers come first, in order")
+	}
+	eventually(t, 10*time.Second, "rows PUBLISHED", func() bool {
+		return relaytest.Count(t, b.pool, "PUBLISHED") == 2
+	})
+	for _, row := range rows {
+		st := relaytest.Get(t, b.pool, row.ID)
+		require.NotNil(t, st.PublishedAt)
+		require.Nil(t, st.LockedUntil)
+		require.Zero(t, st.Attempts)
+	}
+	require.Equal(t, 2.0, rr.metric(t, "route_passport_outbox_published_total"))
+	require.Equal(t, http.StatusOK, rr.readyz(t))
+}
+
+// TestRelayRejectedMessage: a record over the topic's max.message.bytes is
+// refused by the broker, which is the message's fault: attempts grow with
+// the backoff formula, then the row is FAILED; requeue brings it back.
+func TestRelayRejectedMessage(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	b := setup(t, bootstrap)
+	small := testenv.Topic(t, "small", 1)
+	adm := kadmClient(t, bootstrap)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	limit := "1024"
+	_, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, small)
+	require.NoError(t, err)
+
+	// One transaction, so one claim takes both and they share a produce
+	// batch, which the broker refuses as a whole (the relay then sends
+	// each alone once).
+	ins := relaytest.MustInsert(t, b.pool,
+		relaytest.Row{Topic: small, Payload: []byte(`{"blob":"` + randomText(8000) + `"}`)}, // incompressible: the producer compresses (lz4)
+		relaytest.Row{Topic: small})
+	big, ok := ins[0], ins[1]
+
+	const initial, maxBackoff = 300 * time.Millisecond, 600 * time.Millisecond
+	// One worker: two workers could each claim one of the rows (SKIP
+	// LOCKED) and still share a produce batch; see the package doc.
+	rr := b.start(t, relay.Config{MaxAttempts: 3, InitialBackoff: initial, MaxBackoff: maxBackoff, Workers: 1,
+		PollInterval: 100 * time.Millisecond, PublishTimeout: 5 * time.Second, LockTimeout: 10 * time.Second})
+
+	// Watch the row: each attempt's delay = next_attempt_at − updated_at
+	// (both set by the same statement).
+	delays := map[int]time.Duration{}
+	var final relaytest.State
+	eventually(t, 20*time.Second, "row FAILED", func() bool {
+		st := relaytest.Get(t, b.pool, big.ID)
+		if st.Status == "PENDING" && st.Attempts > 0 {
+			delays[st.Attempts] = st.NextAttemptAt.Sub(st.UpdatedAt)
+		}
+		final = st
+		return st.Status == "FAILED"
+	})
+	require.Equal(t, 3, final.Attempts)
+	require.Equal(t, 3, final.MaxAttempts)
+	require.NotNil(t, final.LastError)
+	require.Contains(t, strings.ToLower(*final.LastError), "too large")
+	for attempts, want := range map[int]time.Duration{1: initial, 2: maxBackoff} {
+		got, seen := delays[attempts]
+		require.True(t, seen, "attempt %d observed", attempts)
+		require.GreaterOrEqual(t, got, want-time.Millisecond, "attempt %d", attempts)
+		require.LessOrEqual(t, got, want+want/10+time.Millisecond, "attempt %d", attempts)
+	}
+	require.Equal(t, "PUBLISHED", relaytest.Get(t, b.pool, ok.ID).Status, "the other row of the batch is published")
+	require.Equal(t, 1.0, rr.metric(t, "route_passport_outbox_failed_total"))
+	require.Equal(t, 2.0, rr.metric(t, "route_passport_outbox_retry_total"))
+
+	// Fix the cause, then requeue: the row is published.
+	limit = "1048576"
+	_, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, small)
+	require.NoError(t, err)
+	n, err := b.outbox.Requeue(ctx, store.RequeueFilter{Failed: true})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	eventually(t, 30*time.Second, "requeued row PUBLISHED", func() bool {
+		return relaytest.Get(t, b.pool, big.ID).Status == "PUBLISHED"
+	})
+}
+
+func randomText(n int) string {
+	buf := make([]byte, n/2)
+	_, _ = rand.Read(buf)
+	return hex.EncodeToString(buf)
+}
+
+func kadmClient(t testing.TB, bootstrap string) *kadm.Client {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// TestRelayKafkaOutage: brokers unreachable far longer than MaxAttempts ×
+// MaxBackoff burn no attempt; /readyz reports it; all is published after.
+func TestRelayKafkaOutage(t *testing.T) {
+	t.Parallel()
+	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 2})
+	b := setup(t, broker.Addr())
+	topic := testenv.CreateTopic(t, broker.Addr(), "outage", 2)
+	rr := b.start(t, relay.Config{MaxAttempts: 3, InitialBackoff: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
+		PollInterval: 200 * time.Millisecond, PublishTimeout: time.Second, LockTimeout: 3 * time.Second,
+		ProbeMaxBackoff: 500 * time.Millisecond})
+
+	for i := 0; i < 10; i++ {
+		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic})
+	}
+	eventually(t, 30*time.Second, "warm-up rows published", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") == 10 })
+
+	broker.Pause(t)
+	outageStart := time.Now()
+	for i := 0; i < 40; i++ {
+		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic})
+	}
+	eventually(t, 15*time.Second, "/readyz not 200 during the outage", func() bool { return rr.readyz(t) != http.StatusOK })
+	// MaxAttempts × MaxBackoff is 300ms; stay down for several publish
+	// timeouts more.
+	for time.Since(outageStart) < 6*time.Second {
+		require.Zero(t, relaytest.Count(t, b.pool, "FAILED"))
+		require.NotEqual(t, http.StatusOK, rr.readyz(t))
+		time.Sleep(200 * time.Millisecond)
+	}
+	broker.Resume(t)
+
+	eventually(t, 60*time.Second, "everything published after recovery", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") == 50 })
+	require.Zero(t, relaytest.Count(t, b.pool, "FAILED"))
+	var maxAttempts int
+	require.NoError(t, b.pool.QueryRow(context.Background(), `select max(attempts) from route_passport_outbox`).Scan(&maxAttempts))
+	require.Zero(t, maxAttempts, "no attempt counted during the outage")
+	eventually(t, 10*time.Second, "/readyz 200 after recovery", func() bool { return rr.readyz(t) == http.StatusOK })
+	require.GreaterOrEqual(t, rr.metric(t, "route_passport_outbox_kafka_outages_total"), 1.0)
+	recs := testenv.Consume(t, broker.Addr(), topic, 50, 30*time.Second)
+	ids := map[string]bool{}
+	for _, r := range recs {
+		id, _ := r.Header("eventId")
+		ids[id] = true
+	}
+	require.Len(t, ids, 50)
+}
+
+// TestRelayThreeRelays: three relays share 10,000 rows; every row is
+// published once (no lease expires, so no row may be published twice).
+func TestRelayThreeRelays(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	b := setup(t, bootstrap)
+	in := testenv.Topic(t, "three-in", 3)
+	geo := testenv.Topic(t, "three-geo", 3)
+	relaytest.Seed(t, b.pool, 5000, in, geo)
+
+	var relays []*runningRelay
+	for i := 0; i < 3; i++ {
+		relays = append(relays, b.start(t, relay.Config{BatchSize: 200, PollInterval: 200 * time.Millisecond}))
+	}
+	_, err := b.pool.Exec(context.Background(), `select pg_notify($1, '')`, store.NotifyChannel)
+	require.NoError(t, err)
+	start := time.Now()
+	eventually(t, 3*time.Minute, "10,000 rows PUBLISHED", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") == 10_000 })
+	t.Logf("10,000 rows published by 3 relays in %s", time.Since(start).Round(time.Millisecond))
+
+	seen := map[string]int{}
+	for _, topic := range []string{in, geo} {
+		for _, r := range testenv.ReadAll(t, bootstrap, topic) {
+			id, _ := r.Header("eventId")
+			seen[id]++
+		}
+	}
+	dups := 0
+	for _, n := range seen {
+		if n > 1 {
+			dups++
+		}
+	}
+	require.Zero(t, dups, "eventIds published more than once")
+	require.Len(t, seen, 10_000)
+
+	total, took := 0.0, 0
+	for i, rr := range relays {
+		n := rr.metric(t, "route_passport_outbox_published_total")
+		t.Logf("relay %d published %.0f", i, n)
+		total += n
+		if n > 0 {
+			took++
+		}
+	}
+	require.Equal(t, 10_000.0, total)
+	require.GreaterOrEqual(t, took, 2, "the relays shared the work")
+}
+
+// TestRelayLeaseTakeover: a relay dies holding a batch; after the lease
+// expires another relay publishes it, and the dead relay's late mark
+// changes nothing.
+func TestRelayLeaseTakeover(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	b := setup(t, bootstrap)
+	topic := testenv.Topic(t, "takeover", 1)
+	for i := 0; i < 10; i++ {
+		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic})
+	}
+	ctx := context.Background()
+	const lease = 2 * time.Second
+	dead, err := b.outbox.Claim(ctx, 100, lease) // the relay that is killed mid-batch
+	require.NoError(t, err)
+	require.Len(t, dead, 10)
+	claimedAt := time.Now()
+
+	b.start(t, relay.Config{PollInterval: 100 * time.Millisecond})
+	time.Sleep(lease / 2)
+	require.Zero(t, relaytest.Count(t, b.pool, "PUBLISHED"), "leased rows are not taken before the lease expires")
+	eventually(t, 30*time.Second, "rows taken over and published", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") == 10 })
+	require.GreaterOrEqual(t, time.Since(claimedAt), lease)
+
+	before := relaytest.Get(t, b.pool, dead[0].ID)
+	leases := make([]store.Lease, len(dead))
+	retries := make([]store.Retry, len(dead))
+	for i, r := range dead {
+		leases[i] = store.Lease{ID: r.ID, Token: r.Token}
+		retries[i] = store.Retry{ID: r.ID, Token: r.Token, Error: "late", Delay: time.Hour}
+	}
+	n, err := b.outbox.MarkPublished(ctx, leases)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	res, err := b.outbox.Retry(ctx, retries, 1)
+	require.NoError(t, err)
+	require.Empty(t, res)
+	n, err = b.outbox.Release(ctx, leases)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	after := relaytest.Get(t, b.pool, dead[0].ID)
+	require.Equal(t, before, after)
+	require.Len(t, testenv.Consume(t, bootstrap, topic, 10, 30*time.Second), 10)
+}
+
+// TestRelayPause: pause stops every relay's claims within one poll
+// interval, /readyz stays 200 and the paused gauge is 1; resume restarts.
+func TestRelayPause(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	b := setup(t, bootstrap)
+	topic := testenv.Topic(t, "pause", 3)
+	const poll = 300 * time.Millisecond
+	relays := []*runningRelay{
+		b.start(t, relay.Config{PollInterval: poll, BatchSize: 5}),
+		b.start(t, relay.Config{PollInterval: poll, BatchSize: 5}),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { // steady traffic
+		for ctx.Err() == nil {
+			_, _ = relaytest.Insert(ctx, b.pool, relaytest.Row{Topic: topic})
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	eventually(t, 10*time.Second, "traffic flows", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") > 20 })
+
+	require.NoError(t, b.outbox.SetPaused(ctx, true, "test incident", "test"))
+	pausedAt := time.Now()
+	time.Sleep(poll)
+	// No claim after the pause; batches already in flight finish.
+	eventually(t, 5*time.Second, "in-flight batches done", func() bool {
+		var leased int
+		require.NoError(t, b.pool.QueryRow(ctx, `select count(*) from route_passport_outbox where status = 'PENDING' and locked_until > now()`).Scan(&leased))
+		return leased == 0
+	})
+	stopped := relaytest.Count(t, b.pool, "PUBLISHED")
+	for i, rr := range relays {
+		require.Equal(t, 1.0, rr.metric(t, "route_passport_outbox_paused"), "relay %d paused gauge", i)
+		require.Equal(t, http.StatusOK, rr.readyz(t), "relay %d stays ready while paused", i)
+	}
+	time.Sleep(4 * poll)
+	var last time.Time
+	require.NoError(t, b.pool.QueryRow(ctx, `select max(published_at) from route_passport_outbox`).Scan(&last))
+	t.Logf("last publish %s after the pause", last.Sub(pausedAt))
+	require.Equal(t, stopped, relaytest.Count(t, b.pool, "PUBLISHED"), "nothing published while paused")
+	require.Positive(t, relaytest.Count(t, b.pool, "PENDING"))
+
+	require.NoError(t, b.outbox.SetPaused(ctx, false, "", "test"))
+	eventually(t, 5*time.Second, "publishing resumes", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") > stopped+20 })
+	for _, rr := range relays {
+		eventually(t, 2*poll, "paused gauge back to 0", func() bool { return rr.metric(t, "route_passport_outbox_paused") == 0 })
+	}
+}
+
+// TestRelayLatency: at low load the NOTIFY path takes a row from its ingest
+// commit to the output topic in well under the poll interval.
+func TestRelayLatency(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	b := setup(t, bootstrap)
+	topic := testenv.Topic(t, "latency", 3)
+	b.start(t, relay.Config{PollInterval: 5 * time.Second})
+	arrivals := consumeArrivals(t, bootstrap, topic)
+
+	var lat []time.Duration
+	for i := 0; i < 41; i++ {
+		t0 := time.Now()
+		row := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic})[0]
+		select {
+		case a := <-arrivals:
+			id, _ := header(a.rec, "eventId")
+			require.Equal(t, row.ID.String(), id)
+			if i > 0 { // the first warms up the producer's connections
+				lat = append(lat, a.at.Sub(t0))
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatalf("row %d not published within 15s", i)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	slices.Sort(lat)
+	median, p90 := lat[len(lat)/2], lat[len(lat)*9/10]
+	t.Logf("ingest commit → record: median %s, p90 %s, max %s", median, p90, lat[len(lat)-1])
+	require.Less(t, median, 50*time.Millisecond, fmt.Sprintf("median latency %s", median))
+}
+
+// TestRelayShutdownReleasesLeases: stopped while its batch cannot be
+// delivered, the relay gives the leases back (no attempt counted) within
+// its grace period instead of leaving them to expire.
+func TestRelayShutdownReleasesLeases(t *testing.T) {
+	t.Parallel()
+	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 1})
+	b := setup(t, broker.Addr())
+	topic := testenv.CreateTopic(t, broker.Addr(), "shutdown", 1)
+	rr := b.start(t, relay.Config{PollInterval: 100 * time.Millisecond, ShutdownGrace: 500 * time.Millisecond})
+	eventually(t, 10*time.Second, "ready", func() bool { return rr.readyz(t) == http.StatusOK })
+
+	broker.Pause(t)
+	defer broker.Resume(t)
+	rows := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic}, relaytest.Row{Topic: topic})
+	eventually(t, 10*time.Second, "rows claimed", func() bool { return relaytest.Get(t, b.pool, rows[0].ID).LockedUntil != nil })
+
+	start := time.Now()
+	rr.stop()
+	took := time.Since(start)
+	t.Logf("stopped in %s", took.Round(time.Millisecond))
+	require.Less(t, took, 15*time.Second)
+	for _, r := range rows {
+		st := relaytest.Get(t, b.pool, r.ID)
+		require.Equal(t, "PENDING", st.Status)
+		require.Nil(t, st.LockedUntil, "lease given back")
+		require.Zero(t, st.Attempts)
+	}
+}
+
+// TestRelayDatabaseOutage: while PostgreSQL is down the relay reports
+// "postgres" not ready and keeps retrying; it resumes by itself.
+func TestRelayDatabaseOutage(t *testing.T) {
+	t.Parallel()
+	cluster := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	url := cluster.CreateDatabase(t, "relay_db_outage", true)
+	ctx := context.Background()
+	pool, err := store.Open(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	bootstrap := testenv.KafkaBootstrap(t)
+	topic := testenv.Topic(t, "db-outage", 1)
+	b := &testBundle{url: url, pool: pool, outbox: store.NewOutbox(pool), bootstrap: bootstrap}
+	rr := b.start(t, relay.Config{PollInterval: 100 * time.Millisecond, ProbeMaxBackoff: 500 * time.Millisecond})
+	relaytest.MustInsert(t, pool, relaytest.Row{Topic: topic})
+	eventually(t, 10*time.Second, "first row published", func() bool { return relaytest.Count(t, pool, "PUBLISHED") == 1 })
+	require.Equal(t, http.StatusOK, rr.readyz(t))
+
+	cluster.Stop(t)
+	eventually(t, 10*time.Second, "/readyz not 200 while PostgreSQL is down", func() bool { return rr.readyz(t) != http.StatusOK })
+	time.Sleep(time.Second)
+	cluster.Start(t)
+
+	relaytest.MustInsert(t, pool, relaytest.Row{Topic: topic})
+	eventually(t, 20*time.Second, "second row published after recovery", func() bool { return relaytest.Count(t, pool, "PUBLISHED") == 2 })
+	eventually(t, 10*time.Second, "/readyz 200 again", func() bool { return rr.readyz(t) == http.StatusOK })
+	require.Len(t, testenv.Consume(t, bootstrap, topic, 2, 30*time.Second), 2)
+}
+
+// TestRelayRetentionAndGauges: PUBLISHED rows past retention are deleted,
+// FAILED rows kept; the pending gauges follow the table.
+func TestRelayRetentionAndGauges(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	b := setup(t, bootstrap)
+	topic := testenv.Topic(t, "retention", 1)
+	ctx := context.Background()
+	rows := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic}, relaytest.Row{Topic: topic}, relaytest.Row{Topic: topic})
+	_, err := b.pool.Exec(ctx, `update route_passport_outbox set status = 'PUBLISHED', published_at = now() - interval '2 hours' where id = $1`, rows[0].ID)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `update route_passport_outbox set status = 'FAILED', updated_at = now() - interval '2 hours', created_at = now() - interval '3 hours' where id = $1`, rows[1].ID)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `update route_passport_outbox set created_at = now() - interval '90 seconds' where id = $1`, rows[2].ID)
+	require.NoError(t, err)
+	require.NoError(t, b.outbox.SetPaused(ctx, true, "", "test")) // keep rows[2] PENDING
+
+	rr := b.start(t, relay.Config{PollInterval: 100 * time.Millisecond, Retention: time.Hour,
+		RetentionInterval: 100 * time.Millisecond, StatsInterval: 100 * time.Millisecond})
+	eventually(t, 10*time.Second, "old PUBLISHED row deleted", func() bool {
+		var n int
+		require.NoError(t, b.pool.QueryRow(ctx, `select count(*) from route_passport_outbox where id = $1`, rows[0].ID).Scan(&n))
+		return n == 0
+	})
+	require.Equal(t, "FAILED", relaytest.Get(t, b.pool, rows[1].ID).Status, "FAILED rows are kept")
+	eventually(t, 5*time.Second, "pending gauges", func() bool {
+		return rr.metric(t, "route_passport_outbox_pending") == 1 && rr.metric(t, "route_passport_outbox_oldest_pending_age_seconds") >= 90
+	})
+
+	require.NoError(t, b.outbox.SetPaused(ctx, false, "", "test"))
+	eventually(t, 10*time.Second, "published, gauges at 0", func() bool {
+		return rr.metric(t, "route_passport_outbox_pending") == 0 && rr.metric(t, "route_passport_outbox_oldest_pending_age_seconds") == 0
+	})
+	require.Equal(t, "PUBLISHED", relaytest.Get(t, b.pool, rows[2].ID).Status, "recently published rows are kept")
+}
