@@ -59,6 +59,8 @@ type Consumer struct {
 	logger *slog.Logger
 	topic  string
 	c      *kafka.Consumer
+	// stopLogs ends the log bridge once the client is closed.
+	stopLogs func()
 
 	// librdkafka repeats a transport error many times a second while a
 	// broker is down; log a code once, then again only every errEvery.
@@ -96,12 +98,13 @@ func NewConsumer(logger *slog.Logger, cfg ConsumerConfig) (*Consumer, error) {
 		// prefetch queue need not be large.
 		"queued.max.messages.kbytes": 16384,
 	}, consumerEnforced(cfg))
-	bridgeLogs(logger, m, "consumer")
+	stopLogs := bridgeLogs(logger, m, "consumer")
 	c, err := kafka.NewConsumer(&m)
 	if err != nil {
+		stopLogs()
 		return nil, fmt.Errorf("create kafka consumer: %w", err)
 	}
-	return &Consumer{logger: logger, topic: cfg.Topic, c: c}, nil
+	return &Consumer{logger: logger, topic: cfg.Topic, c: c, stopLogs: stopLogs}, nil
 }
 
 // Subscribe joins the group. rb's functions are called from Poll.
@@ -281,7 +284,9 @@ func (c *Consumer) Probe(timeout time.Duration) error {
 // Close leaves the group (revoking the assignment through RebalanceFuncs)
 // and releases the client.
 func (c *Consumer) Close() error {
-	if err := c.c.Close(); err != nil {
+	err := c.c.Close()
+	c.stopLogs()
+	if err != nil {
 		return fmt.Errorf("close kafka consumer: %w", err)
 	}
 	return nil

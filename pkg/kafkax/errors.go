@@ -54,3 +54,10 @@ func isFatal(err error) bool {
 // by itself). The message was not refused for what it is; retry it on the
 // new client without counting it against the message.
 func IsFatal(err error) bool { return isFatal(err) }
+
+// IsMessageTooLarge reports whether err says the message exceeds a size
+// limit, of the client (message.max.bytes) or of the topic.
+func IsMessageTooLarge(err error) bool {
+	var kerr kafka.Error
+	return errors.As(err, &kerr) && kerr.Code() == kafka.ErrMsgSizeTooLarge
+}

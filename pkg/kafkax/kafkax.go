@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
@@ -58,9 +59,11 @@ func configMap(logger *slog.Logger, cc ClientConfig, defaults, enforced kafka.Co
 	return m
 }
 
-// bridgeLogs forwards librdkafka's log lines into slog. It returns the
-// channel to put into the configuration; it is closed by the client's Close.
-func bridgeLogs(logger *slog.Logger, m kafka.ConfigMap, client string) {
+// bridgeLogs forwards librdkafka's log lines into slog through a channel
+// that it puts into the configuration. confluent-kafka-go never closes a
+// channel it was given, so the caller calls the returned stop after the
+// client's Close; until then the forwarding goroutine runs.
+func bridgeLogs(logger *slog.Logger, m kafka.ConfigMap, client string) (stop func()) {
 	ch := make(chan kafka.LogEvent, 256)
 	m["go.logs.channel.enable"] = true
 	m["go.logs.channel"] = ch
@@ -79,6 +82,8 @@ func bridgeLogs(logger *slog.Logger, m kafka.ConfigMap, client string) {
 			logger.Log(context.Background(), lvl, "librdkafka: "+strings.TrimSpace(e.Message), "client", client, "tag", e.Tag, "name", e.Name)
 		}
 	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(ch) }) }
 }
 
 // Header is one Kafka record header.

@@ -32,6 +32,8 @@ type Producer struct {
 	mu     sync.RWMutex
 	p      *kafka.Producer
 	closed bool
+	// stopLogs ends each client's log bridge once that client is closed.
+	stopLogs map[*kafka.Producer]func()
 }
 
 // producerEnforced are the settings that at-least-once, in-order delivery
@@ -59,7 +61,7 @@ func NewProducer(logger *slog.Logger, cfg ProducerConfig) (*Producer, error) {
 	if cfg.DeliveryTimeout <= 0 {
 		cfg.DeliveryTimeout = 30 * time.Second
 	}
-	pr := &Producer{logger: logger, cfg: cfg}
+	pr := &Producer{logger: logger, cfg: cfg, stopLogs: map[*kafka.Producer]func(){}}
 	p, err := pr.newClient()
 	if err != nil {
 		return nil, err
@@ -73,14 +75,33 @@ func (pr *Producer) newClient() (*kafka.Producer, error) {
 		"linger.ms":          int(pr.cfg.Linger.Milliseconds()),
 		"compression.type":   "lz4",
 		"batch.num.messages": 10000,
+		// librdkafka's own default (1,000,000 bytes) is below the
+		// ingestor's 1 MiB record limit, so a dead-lettered record near the
+		// limit would fail locally; the topic's max.message.bytes is the
+		// limit that matters.
+		"message.max.bytes": 16 << 20,
 	}, producerEnforced(pr.cfg))
-	bridgeLogs(pr.logger, m, "producer")
+	stopLogs := bridgeLogs(pr.logger, m, "producer")
 	p, err := kafka.NewProducer(&m)
 	if err != nil {
+		stopLogs()
 		return nil, fmt.Errorf("create kafka producer: %w", err)
 	}
+	pr.stopLogs[p] = stopLogs // callers hold pr.mu or own pr exclusively
 	go pr.drainEvents(p.Events())
 	return p, nil
+}
+
+// closeClient closes p and ends its log bridge.
+func (pr *Producer) closeClient(p *kafka.Producer) {
+	p.Close()
+	pr.mu.Lock()
+	stop := pr.stopLogs[p]
+	delete(pr.stopLogs, p)
+	pr.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 // drainEvents logs client-level events (connection errors, fatal errors);
@@ -219,7 +240,7 @@ func (pr *Producer) client() (*kafka.Producer, error) {
 	if pr.p != nil {
 		pr.logger.Error("kafka: producer hit a fatal error; recreating it", "err", pr.p.GetFatalError())
 		old := pr.p
-		go old.Close()
+		go pr.closeClient(old)
 	}
 	np, err := pr.newClient()
 	if err != nil {
@@ -239,7 +260,7 @@ func (pr *Producer) reset(p *kafka.Producer, cause error) {
 	}
 	pr.logger.Error("kafka: producer hit a fatal error; recreating it", "err", cause)
 	pr.p = nil
-	go p.Close()
+	go pr.closeClient(p)
 }
 
 // Probe asks the cluster for metadata of topic (or, when topic is "", for
@@ -280,5 +301,5 @@ func (pr *Producer) Close(timeout time.Duration) {
 		return
 	}
 	p.Flush(int(timeout.Milliseconds()))
-	p.Close()
+	pr.closeClient(p)
 }

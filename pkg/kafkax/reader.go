@@ -63,10 +63,10 @@ type ReadRecord struct {
 // and a read ends once its ranges are read. A Reader is not safe for
 // concurrent use.
 type Reader struct {
-	logger *slog.Logger
-	cfg    ReaderConfig
-	c      *kafka.Consumer
-	logs   chan kafka.LogEvent
+	logger   *slog.Logger
+	cfg      ReaderConfig
+	c        *kafka.Consumer
+	stopLogs func()
 }
 
 // readerEnforced are the settings a group-less, terminating read rests on.
@@ -96,27 +96,19 @@ func NewReader(logger *slog.Logger, cfg ReaderConfig) (*Reader, error) {
 	m := configMap(logger, cfg.ClientConfig, kafka.ConfigMap{
 		"isolation.level": "read_committed",
 	}, readerEnforced(cfg))
-	bridgeLogs(logger, m, "reader")
-	logs, _ := m["go.logs.channel"].(chan kafka.LogEvent)
+	stopLogs := bridgeLogs(logger, m, "reader")
 	c, err := kafka.NewConsumer(&m)
 	if err != nil {
-		if logs != nil {
-			close(logs)
-		}
+		stopLogs()
 		return nil, fmt.Errorf("create kafka reader: %w", err)
 	}
-	return &Reader{logger: logger, cfg: cfg, c: c, logs: logs}, nil
+	return &Reader{logger: logger, cfg: cfg, c: c, stopLogs: stopLogs}, nil
 }
 
 // Close closes the client.
 func (r *Reader) Close() error {
 	err := r.c.Close()
-	// The client does not close a log channel it was given; once Close has
-	// returned it no longer writes to it, so closing it ends the bridge.
-	if r.logs != nil {
-		close(r.logs)
-		r.logs = nil
-	}
+	r.stopLogs()
 	return err
 }
 

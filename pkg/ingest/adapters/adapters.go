@@ -5,6 +5,7 @@ package adapters
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/pcp/route-processing/pkg/ingest"
@@ -74,8 +75,32 @@ func (a DLQ) Produce(ctx context.Context, msgs []ingest.DLQMessage) []error {
 		}
 		out[i] = kafkax.Message{Topic: a.Topic, Key: m.Key, Value: m.Value, Headers: hs}
 	}
-	return a.P.ProduceBatch(ctx, out)
+	errs := a.P.ProduceBatch(ctx, out)
+	// A broker refuses a whole produce request for one oversized record, so
+	// its neighbours fail too: send each refused record alone. One that is
+	// still refused would block its partition for good (nothing is
+	// skipped), so it is dead-lettered without its value: the headers still
+	// say where the original is, and the input topic keeps it for its
+	// retention.
+	for i, err := range errs {
+		if !kafkax.IsMessageTooLarge(err) {
+			continue
+		}
+		m := out[i]
+		if errs[i] = a.P.ProduceBatch(ctx, []kafkax.Message{m})[0]; !kafkax.IsMessageTooLarge(errs[i]) || len(m.Value) == 0 {
+			continue
+		}
+		m.Headers = append(append([]kafkax.Header(nil), m.Headers...),
+			kafkax.Header{Key: HeaderValueOmitted, Value: []byte(strconv.Itoa(len(m.Value)))})
+		m.Value = nil
+		errs[i] = a.P.ProduceBatch(ctx, []kafkax.Message{m})[0]
+	}
+	return errs
 }
+
+// HeaderValueOmitted is set, to the original value's size in bytes, on a
+// DLQ record whose value the DLQ topic refused as too large.
+const HeaderValueOmitted = "pcp-dlq-value-omitted-bytes"
 
 // Store adapts a *store.Passports to ingest.Store.
 type Store struct{ S *store.Passports }
