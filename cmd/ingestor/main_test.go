@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/config"
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestConfigErrorsExitTwoNamingTheVariable(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		args    []string
+		environ []string
+		wantVar string
+	}{
+		{"empty database url", nil, []string{"DATABASE_URL=", "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1"}, "DATABASE_URL"},
+		{"missing bootstrap", nil, []string{"DATABASE_URL=postgres://x"}, "KAFKA_BOOTSTRAP_SERVERS"},
+		{"bad batch size", nil, []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=b:1", "INGEST_BATCH_SIZE=many"}, "INGEST_BATCH_SIZE"},
+		{"migrate without database", []string{"migrate"}, nil, "DATABASE_URL"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var stderr bytes.Buffer
+			err := run(context.Background(), tc.args, tc.environ, io.Discard, &stderr)
+			require.Error(t, err)
+			require.Equal(t, 2, config.ExitCode(err))
+			require.Contains(t, err.Error(), tc.wantVar)
+			require.Equal(t, 1, strings.Count(err.Error(), "\n")+1, "one line")
+		})
+	}
+	err := run(context.Background(), []string{"frobnicate"}, nil, io.Discard, io.Discard)
+	require.Equal(t, 2, config.ExitCode(err))
+}
+
+func TestMigrateTwice(t *testing.T) {
+	t.Parallel()
+	url := testenv.EmptyDatabaseURL(t)
+	env := []string{"DATABASE_URL=" + url}
+	ctx := context.Background()
+	require.NoError(t, run(ctx, []string{"migrate"}, env, io.Discard, io.Discard))
+
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var tables int
+	require.NoError(t, conn.QueryRow(ctx, `select count(*) from information_schema.tables
+		where table_name in ('route_passports', 'route_passport_outbox')`).Scan(&tables))
+	require.Equal(t, 2, tables)
+	var version int
+	require.NoError(t, conn.QueryRow(ctx, `select version from schema_version`).Scan(&version))
+
+	require.NoError(t, run(ctx, []string{"migrate"}, env, io.Discard, io.Discard), "second run")
+	var again int
+	require.NoError(t, conn.QueryRow(ctx, `select version from schema_version`).Scan(&again))
+	require.Equal(t, version, again)
+}
+
+// With only the two required variables set, and neither PostgreSQL nor Kafka
+// reachable, the process serves /healthz and /metrics (and /readyz says not
+// ready), and never logs the database password.
+func TestServesHealthAndMetricsWithOnlyRequiredVariables(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	env := []string{
+		"DATABASE_URL=postgres://pcp:s3cret-pw@127.0.0.1:1/db?connect_timeout=1",
+		"KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1",
+		"HTTP_ADDR=" + addr,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, env, io.Discard, &stderr) }()
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	require.Eventually(t, func() bool { c, _ := get("/healthz"); return c == 200 }, 10*time.Second, 50*time.Millisecond)
+	code, body := get("/metrics")
+	require.Equal(t, 200, code)
+	require.Contains(t, body, "go_goroutines")
+	require.Contains(t, body, "route_passport_ingest_success_total")
+	code, _ = get("/readyz")
+	require.Equal(t, 503, code)
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("ingestor did not stop within 30 s of cancellation")
+	}
+	require.NotContains(t, stderr.String(), "s3cret-pw")
+}
