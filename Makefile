@@ -19,7 +19,7 @@ build: ## build bin/ingestor and bin/outbox-relay
 
 .PHONY: test
 test: ## every unit and integration test (real PostgreSQL and broker) with -race, and the resilience suite
-	$(GO) test $(TEST_FLAGS) $(PKGS)
+	@TEST_FLAGS="$(TEST_FLAGS)" bash scripts/test.sh
 
 .PHONY: test/short
 test/short: ## unit tests only (no infrastructure)
