@@ -6,9 +6,8 @@
 #   1. PostgreSQL: DATABASE_URL when set; else a throwaway local cluster in
 #      .dev/pg (initdb/pg_ctl from PATH or /usr/lib/postgresql/*/bin), on
 #      127.0.0.1:55432 (or the next free port). Its database
-#      pcp_route_processing is dropped and created afresh on every run,
-#      because the dev broker is new on every run and its offsets restart
-#      at 0 (route_passports is unique on source topic/partition/offset).
+#      pcp_route_processing is dropped and created afresh on every run, so
+#      every run starts from the same empty state as the new dev broker.
 #   2. Kafka: KAFKA_BOOTSTRAP_SERVERS when set; else scripts/devbroker (an
 #      in-memory broker) on 127.0.0.1:59092 (or the next free port) with the
 #      four topics, 3 partitions each. Its data is gone when it stops.
