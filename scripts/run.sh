@@ -352,8 +352,6 @@ PSQL=''
 if [ -n "${DATABASE_URL:-}" ]; then
   say "PostgreSQL: using DATABASE_URL (not reset; migrations are applied)"
   PSQL=$(command -v psql || true)
-  [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ] ||
-    warn "a kept database with the fresh dev broker: a passport at an offset already used by an earlier run fails the unique (source_topic, source_partition, source_offset) index"
 else
   PSQL=$PGBIN/psql
   [ -x "$PSQL" ] || PSQL=$(command -v psql) || die "psql not found (it comes with the PostgreSQL client package)"
