@@ -27,7 +27,7 @@ func BenchmarkIngest(b *testing.B) {
 		{batch: 500, records: 30_000},
 	} {
 		b.Run(fmt.Sprintf("batch=%d", bc.batch), func(b *testing.B) {
-			tb := setup(b, 3, cluster.CreateDatabase(b, "bench_setup_"+fmt.Sprint(bc.batch), true))
+			tb := setup(b, 3, cluster.CreateDatabase(b, fmt.Sprintf("bench_setup_%d_%s", bc.batch, uuid.NewString()[:6]), true))
 			recs, _ := validRecords(b, bc.records)
 			end := endOffsets(testenv.Produce(b, tb.bootstrap, tb.topic, recs...))
 
