@@ -77,6 +77,7 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 		PublishTimeout:  cfg.PublishTimeout,
 		Retention:       cfg.Retention,
 		ProbeMaxBackoff: cfg.ProbeMaxBackoff,
+		Workers:         cfg.Workers,
 		ShutdownGrace:   shutdownGrace,
 		Registerer:      reg,
 		Readiness:       ready,

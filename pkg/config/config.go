@@ -110,6 +110,9 @@ type Relay struct {
 	// ProbeMaxBackoff caps the wait between broker probes during a Kafka
 	// outage (OUTBOX_PROBE_MAX_BACKOFF).
 	ProbeMaxBackoff time.Duration
+	// Workers is the number of claim/publish/mark loops per process; two
+	// let one loop's mark overlap the other's publish (OUTBOX_WORKERS).
+	Workers int
 }
 
 // LoadIngestor reads the ingestor's configuration from environ (os.Environ form).
@@ -143,6 +146,7 @@ func LoadRelay(environ []string) (Relay, error) {
 		PublishTimeout:  r.duration("OUTBOX_PUBLISH_TIMEOUT", 30*time.Second, false),
 		Retention:       r.duration("OUTBOX_RETENTION", 168*time.Hour, true),
 		ProbeMaxBackoff: r.duration("OUTBOX_PROBE_MAX_BACKOFF", 30*time.Second, false),
+		Workers:         r.intRange("OUTBOX_WORKERS", 2, 1, 64),
 	}
 	if r.err == nil && c.MaxBackoff < c.InitialBackoff {
 		r.fail("OUTBOX_MAX_BACKOFF", fmt.Sprintf("%s is less than OUTBOX_INITIAL_BACKOFF (%s)", c.MaxBackoff, c.InitialBackoff))
