@@ -1,0 +1,27 @@
+// Package e2e holds the resilience suite: the two binaries run as real child
+// processes against a PostgreSQL cluster and a Kafka broker of their own, and
+// the tests kill, stop and freeze them while traffic flows, then check the
+// guarantees of docs/contract.md from outside: nothing lost, nothing
+// dead-lettered that was valid, everything published, duplicates bounded.
+//
+// # Overview
+//
+//   - harness.go (the only non-test code, shared with the benchmark in
+//     scripts/bench) builds bin/ingestor and bin/outbox-relay once per test
+//     binary (normal builds, even under -race: only the test binary is
+//     instrumented) and runs them as a [Proc]: started with an explicit
+//     environment (no variable of the test's own environment leaks in),
+//     logging JSON to a file per process that is printed when a test fails,
+//     with Kill9, Stop (SIGTERM), Restart and a wait for /readyz; and an
+//     input [Producer] that remembers where each record landed.
+//   - stack_test.go gives each test its own PostgreSQL cluster
+//     (testenv.NewPostgresCluster), migrated by `ingestor migrate`, its own
+//     broker process (testenv.NewBrokerProcess), its own topics and consumer
+//     group, and the checks that read the database and the output topics.
+//   - resilience_test.go is the suite: crash loop, database restart, broker
+//     outage and hostile input.
+//
+// The suite needs the PostgreSQL server binaries, a Go toolchain and a C
+// compiler (the binaries use librdkafka through cgo). Missing infrastructure
+// fails the tests; nothing is skipped.
+package e2e

@@ -1,0 +1,9 @@
+package e2e
+
+import (
+	"testing"
+
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }

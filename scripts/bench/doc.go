@@ -1,0 +1,32 @@
+// Package bench is the throughput and latency benchmark behind `make bench`
+// (scripts/bench.sh). The benchmark itself is TestBench in bench_test.go,
+// behind the build tag "bench" so that `make test` does not run it: it needs
+// several minutes of an otherwise idle machine.
+//
+// # Overview
+//
+// Everything runs as in production, on one machine: a local PostgreSQL
+// cluster with fsync, synchronous_commit and full_page_writes on
+// (testenv.NewPostgresCluster with Fsync), the development broker
+// (scripts/devbroker, kfake) as a child process, and bin/ingestor and
+// bin/outbox-relay as real processes (pkg/e2e's harness). It measures
+//
+//   - ingest passports/s with INGEST_BATCH_SIZE=1 and with the default, on a
+//     pre-filled input topic, from the first committed offset until the
+//     committed offsets reach the end, on a fresh database per run;
+//   - relay events/s with the seed settings (OUTBOX_BATCH_SIZE=50,
+//     OUTBOX_POLL_INTERVAL=1s) and with the defaults, from the first
+//     published row until every row is PUBLISHED, on a copy of a database the
+//     ingestor filled;
+//   - end-to-end latency, input produced → output record consumed, at a
+//     steady 1,000 passports/s for 30 s with both binaries running;
+//   - the time to drain a 200,000-row backlog.
+//
+// Each figure is the median of several runs (BENCH_RUNS, default 3; fewer
+// when the time budget runs short, and the table says how many). Ratios are
+// taken within a run, then the median of the ratios is reported. Missing a
+// target is reported, never a failure. The table is printed and written to
+// BENCH_REPORT (bench-report.md at the repository top by default), together
+// with what was observed during each phase (CPU per process, PostgreSQL wait
+// events) to explain the bottlenecks.
+package bench
