@@ -65,10 +65,17 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 		return err
 	}
 
+	batchWait := cfg.BatchMaxWait
+	if batchWait == 0 {
+		// INGEST_BATCH_MAX_WAIT=0: do not wait for a batch to fill; a free
+		// slot takes what was polled. (Zero in ingest.Config means the
+		// default.)
+		batchWait = ingest.NoBatchWait
+	}
 	in, err := ingest.New(logger, ingest.Config{
 		ConsumerGroup: cfg.ConsumerGroup,
 		BatchSize:     cfg.BatchSize,
-		BatchMaxWait:  cfg.BatchMaxWait,
+		BatchMaxWait:  batchWait,
 		Limits:        passport.Limits{MaxValueBytes: cfg.MaxValueBytes, MaxPositions: cfg.MaxPositions},
 		RecordRetries: cfg.RecordRetries,
 		MaxBackoff:    cfg.MaxBackoff,
@@ -82,6 +89,9 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	defer stopProbe()
+	// Not ready until the first probe answered: a probe of unreachable
+	// brokers takes its whole timeout.
+	ready.Set("kafka", "not probed yet")
 	go probeKafka(probeCtx, logger, consumer, ready)
 
 	runErr := in.Run(ctx)

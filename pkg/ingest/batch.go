@@ -117,6 +117,10 @@ func (in *Ingestor) process(ctx context.Context, b *batch) {
 // if it failed, the careful way.
 func (in *Ingestor) write(ctx context.Context, b *batch, valid []*item) {
 	defer close(b.dbDone)
+	if len(valid) > 0 {
+		in.dbWriters.Add(1)
+		defer in.dbWriters.Add(-1)
+	}
 	err := in.writeFast(ctx, b, valid)
 	if err == nil {
 		in.markWritten(valid)
@@ -166,14 +170,14 @@ func (in *Ingestor) writeFast(ctx context.Context, b *batch, valid []*item) (err
 	}
 
 	// Take a connection and begin while the predecessor works.
-	tx, err := in.store.Begin(ctx)
+	tx, err := in.begin(ctx)
 	if err != nil {
 		in.noteDBError(ctx, err)
 		return err
 	}
 	defer func() {
 		if err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
+			in.rollback(ctx, tx)
 		}
 	}()
 	if prev != nil {
@@ -193,7 +197,7 @@ func (in *Ingestor) writeFast(ctx context.Context, b *batch, valid []*item) (err
 			}
 		}
 	}
-	if err := tx.Write(ctx, ingestRecords(valid)); err != nil {
+	if err := in.txWrite(ctx, tx, valid); err != nil {
 		in.noteDBError(ctx, err)
 		return err
 	}
@@ -207,12 +211,43 @@ func (in *Ingestor) writeFast(ctx context.Context, b *batch, valid []*item) (err
 			return errPredecessorFailed
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := in.txCommit(ctx, tx); err != nil {
 		in.noteDBError(ctx, err)
 		return err
 	}
 	in.dbHealth.ok(ctx)
 	return nil
+}
+
+// rollbackTimeout bounds a rollback: on a broken connection it fails fast
+// anyway, and the server ends the transaction when the connection closes.
+const rollbackTimeout = 5 * time.Second
+
+// begin, txWrite and txCommit make one database call each, bounded by
+// Config.WriteTimeout; waits for other batches happen between them, outside
+// the bound.
+func (in *Ingestor) begin(ctx context.Context) (WriteTx, error) {
+	cctx, cancel := context.WithTimeout(ctx, in.cfg.WriteTimeout)
+	defer cancel()
+	return in.store.Begin(cctx)
+}
+
+func (in *Ingestor) txWrite(ctx context.Context, tx WriteTx, items []*item) error {
+	cctx, cancel := context.WithTimeout(ctx, in.cfg.WriteTimeout)
+	defer cancel()
+	return tx.Write(cctx, ingestRecords(items))
+}
+
+func (in *Ingestor) txCommit(ctx context.Context, tx WriteTx) error {
+	cctx, cancel := context.WithTimeout(ctx, in.cfg.WriteTimeout)
+	defer cancel()
+	return tx.Commit(cctx)
+}
+
+func (in *Ingestor) rollback(ctx context.Context, tx WriteTx) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	_ = tx.Rollback(rctx)
 }
 
 func overlaps(a, b map[string]struct{}) bool {
@@ -239,8 +274,10 @@ func (in *Ingestor) noteDBError(ctx context.Context, err error) {
 // database refuses because of one record is split in halves until that
 // record is alone; a lone refused record is retried RecordRetries times and
 // then dead-lettered as RETRYABLE. While the database is unavailable the
-// same span is retried with backoff. It returns when every record is
-// written or dead-lettered, or when ctx ends.
+// same span is retried with backoff; a span of several records that keeps
+// failing so while the database answers pings is split in halves too, in
+// case its size is the problem (a statement too large, a timeout). It
+// returns when every record is written or dead-lettered, or when ctx ends.
 func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error) {
 	queue := [][]*item{items}
 	if store.Classify(firstErr) == store.KindRecord && len(items) > 1 {
@@ -248,6 +285,7 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 	}
 	bo := newBackoff(in.cfg.MinBackoff, in.cfg.MaxBackoff)
 	refused := map[*item]int{}
+	unavailable := 0 // failures in a row of queue[0] as unavailable
 	for len(queue) > 0 {
 		span := in.ownedItems(queue[0])
 		if len(span) == 0 {
@@ -256,6 +294,9 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 		}
 		queue[0] = span
 		err := in.writeOnce(ctx, span)
+		if store.Classify(err) != store.KindUnavailable {
+			unavailable = 0
+		}
 		switch store.Classify(err) {
 		case store.KindNone:
 			in.dbHealth.ok(ctx)
@@ -288,11 +329,30 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 				return
 			}
 			in.dbHealth.fail(ctx, err)
+			unavailable++
+			if len(span) > 1 && unavailable >= splitAfterFailures && in.pings(ctx) {
+				in.logger.WarnContext(ctx, "ingest: the database answers but keeps failing a write; splitting it",
+					"records", len(span), "attempts", unavailable, "err", err)
+				queue = append(halves(span), queue[1:]...)
+				unavailable = 0
+			}
 			if !sleep(ctx, bo.next()) {
 				return
 			}
 		}
 	}
+}
+
+// splitAfterFailures is how many times in a row a span of several records
+// fails as "unavailable" while the database answers pings before it is
+// split.
+const splitAfterFailures = 2
+
+// pings reports whether the database answers a ping within 5s.
+func (in *Ingestor) pings(ctx context.Context) bool {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return in.store.Ping(pctx) == nil
 }
 
 // ownedItems filters out records whose partition was revoked since they were
@@ -309,19 +369,19 @@ func (in *Ingestor) ownedItems(items []*item) []*item {
 }
 
 func (in *Ingestor) writeOnce(ctx context.Context, items []*item) (err error) {
-	tx, err := in.store.Begin(ctx)
+	tx, err := in.begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		if err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
+			in.rollback(ctx, tx)
 		}
 	}()
-	if err := tx.Write(ctx, ingestRecords(items)); err != nil {
+	if err := in.txWrite(ctx, tx, items); err != nil {
 		return err
 	}
-	return tx.Commit(ctx)
+	return in.txCommit(ctx, tx)
 }
 
 func (in *Ingestor) markWritten(items []*item) {

@@ -5,8 +5,8 @@
 // # Overview
 //
 // One goroutine, the poll loop in [Run], owns the Kafka consumer: it polls,
-// groups records into batches (up to Config.BatchSize records, or what
-// arrived within Config.BatchMaxWait), hands each batch to a batch goroutine,
+// groups records into batches (up to Config.BatchSize records and
+// Config.BatchBytes bytes, or what arrived within Config.BatchMaxWait), hands each batch to a batch goroutine,
 // takes the batch's result back, and commits. Rebalance callbacks run inside
 // Poll on that same goroutine, so a commit can never race a revocation.
 //
@@ -34,7 +34,10 @@
 // A per-partition [tracker] remembers every polled offset and which are
 // finished; the loop commits, per partition, up to the first unfinished one,
 // so a later record finishing first never moves the commit past an earlier
-// one.
+// one. Commit runs on a goroutine of its own, one at a time, so a
+// coordinator that does not answer never stalls polling; after a failure
+// the next attempt waits (backoff from 1s to 10s). On revocation and
+// shutdown the loop waits for the commit, at most Config.CommitTimeout.
 //
 // # Failure handling
 //
@@ -47,7 +50,11 @@
 //     every assigned partition but keeps polling, so the group membership
 //     survives; nothing is dead-lettered or committed. When a retry
 //     succeeds, readiness returns and the partitions resume where they
-//     stopped (polled records are kept in memory; none is skipped).
+//     stopped (polled records are kept in memory; none is skipped). A
+//     successful ping does not end such an outage while a batch is still
+//     retrying (the server may answer and refuse writes); a span that keeps
+//     failing while pings succeed is split in halves. Each database call
+//     of a write is bounded by Config.WriteTimeout.
 //   - one record rejected (store.KindRecord): the batch is split in halves
 //     until the rejected record is alone; it is retried Config.RecordRetries
 //     times and then dead-lettered with category RETRYABLE; the other

@@ -34,9 +34,11 @@ type Record struct {
 	TimestampType string
 }
 
-// Consumer is the group consumer of the input topic. Every method is called
-// from the goroutine running [Run] (the rebalance functions given to
-// Subscribe run inside Poll, on that goroutine).
+// Consumer is the group consumer of the input topic. Every method but
+// Commit is called from the goroutine running [Run] (the rebalance functions
+// given to Subscribe run inside Poll, on that goroutine). Commit runs on a
+// goroutine of its own, concurrently with the others, one call at a time, so
+// that a coordinator that does not answer never stalls polling.
 type Consumer interface {
 	// Subscribe joins the group. assigned is called after partitions were
 	// added to the assignment; revoked before they leave it (lost: the
@@ -94,7 +96,14 @@ type Config struct {
 	ConsumerGroup string
 	// BatchSize is the most records per transaction (default 500).
 	BatchSize int
-	// BatchMaxWait bounds how long a batch waits to fill (default 20ms).
+	// BatchBytes is the most record value bytes per transaction (default
+	// 16 MiB; a batch always takes at least one record), so that large
+	// records cannot build a statement near PostgreSQL's 1 GiB message
+	// limit.
+	BatchBytes int
+	// BatchMaxWait bounds how long a batch waits to fill (default 20ms;
+	// [NoBatchWait] or any negative value: it does not wait, a free slot
+	// takes what was polled).
 	BatchMaxWait time.Duration
 	// Limits are the parser's size limits.
 	Limits passport.Limits
@@ -107,6 +116,13 @@ type Config struct {
 	// Pipeline is how many batches may be in flight: 2 (the default) or 1
 	// (strictly sequential writes).
 	Pipeline int
+	// WriteTimeout bounds each database call of a write attempt (begin,
+	// write, commit; not the wait for the predecessor batch), default 30s;
+	// a call that times out counts as the database being unavailable.
+	WriteTimeout time.Duration
+	// CommitTimeout bounds the wait for the synchronous offset commit on
+	// revocation and on shutdown (default 5s).
+	CommitTimeout time.Duration
 	// RevokeTimeout bounds the wait for in-flight batches of revoked
 	// partitions (default 10s); ShutdownTimeout the wait on shutdown
 	// (default 20s, inside the 30s a pod gets).
@@ -125,9 +141,15 @@ type Config struct {
 	BeforeCommit func(offsets map[int32]int64) error
 }
 
+// NoBatchWait as Config.BatchMaxWait: batches do not wait to fill.
+const NoBatchWait time.Duration = -1
+
 func (c Config) withDefaults() Config {
 	c.BatchSize = cmp.Or(c.BatchSize, 500)
+	c.BatchBytes = cmp.Or(c.BatchBytes, 16<<20)
 	c.BatchMaxWait = cmp.Or(c.BatchMaxWait, 20*time.Millisecond)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, 30*time.Second)
+	c.CommitTimeout = cmp.Or(c.CommitTimeout, 5*time.Second)
 	c.MinBackoff = cmp.Or(c.MinBackoff, 100*time.Millisecond)
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, 30*time.Second)
 	if c.MaxBackoff < c.MinBackoff {
@@ -146,6 +168,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.BatchSize < 0:
 		return errors.New("ingest: BatchSize must not be negative")
+	case c.BatchBytes < 0:
+		return errors.New("ingest: BatchBytes must not be negative")
 	case c.RecordRetries < 0:
 		return errors.New("ingest: RecordRetries must not be negative")
 	case c.Pipeline < 0 || c.Pipeline > 2:
@@ -177,6 +201,9 @@ type Ingestor struct {
 
 	dbHealth  *health
 	dlqHealth *health
+	// dbWriters counts the batches writing valid records (fast or slow
+	// path); while one is, only a successful write ends an outage.
+	dbWriters atomic.Int32
 
 	// owned maps each assigned partition to the epoch of its assignment;
 	// batch goroutines read it to skip records of revoked partitions.
@@ -200,6 +227,13 @@ type Ingestor struct {
 	batchCtx     context.Context
 	wg           sync.WaitGroup
 	seq          uint64
+	finished     bool // Run is past its final commit
+
+	// offset commits (poll goroutine only)
+	commitRun     *commitCall // the Commit running, if any
+	commitFailing bool
+	commitNext    time.Time // while failing: no attempt before
+	commitBo      *backoff
 }
 
 // New builds an Ingestor. reg-registered metrics come from NewMetrics.
@@ -221,6 +255,7 @@ func New(logger *slog.Logger, cfg Config, consumer Consumer, st Store, dlq DLQ, 
 		dispatched: map[int32]int{},
 		results:    make(chan *batch, cfg.Pipeline),
 		paused:     map[int32]bool{},
+		commitBo:   newBackoff(time.Second, 10*time.Second),
 	}
 	in.dbHealth = newHealth(logger, ready, ComponentPostgres, "no successful database round trip yet")
 	in.dlqHealth = newHealth(logger, ready, ComponentDLQ, "")
@@ -250,13 +285,22 @@ func newHealth(logger *slog.Logger, ready *obs.Readiness, component, initial str
 }
 
 // ok marks the dependency working.
-func (h *health) ok(ctx context.Context) {
+func (h *health) ok(ctx context.Context) { h.okIf(ctx, nil) }
+
+// okIf marks the dependency working, but ends an outage only when mayEnd
+// (nil: always) says so. A probe proves that the server answers, not that
+// writes succeed: it may clear the initial "not reached yet" state, while
+// an outage a write reported ends with a successful write.
+func (h *health) okIf(ctx context.Context, mayEnd func() bool) {
 	if !h.down.Load() {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.down.Load() {
+		return
+	}
+	if mayEnd != nil && h.outage.Load() && !mayEnd() {
 		return
 	}
 	h.down.Store(false)
@@ -325,12 +369,19 @@ func (in *Ingestor) Run(ctx context.Context) error {
 		case <-time.After(time.Until(deadline)):
 		}
 	}
-	in.commit(ctx, nil)
-	if in.inflight > 0 {
-		in.logger.WarnContext(ctx, "ingest: abandoning in-flight batches at shutdown; their records will be redelivered", "batches", in.inflight)
-	}
+	abandoned := in.inflight
 	cancelBatches()
 	in.wg.Wait()
+	// The abandoned batches have reported (the results channel holds them
+	// all); what they finished before the cancellation counts.
+	in.drainResults()
+	if abandoned > 0 {
+		in.logger.WarnContext(ctx, "ingest: abandoned in-flight batches at shutdown; their unfinished records will be redelivered", "batches", abandoned)
+	}
+	in.commit(ctx, nil, in.cfg.CommitTimeout, true)
+	// The revocation that closing the consumer triggers has nothing left
+	// to wait for or commit.
+	in.finished = true
 	if in.hookErr != nil && err == nil {
 		err = in.hookErr
 	}
@@ -339,20 +390,28 @@ func (in *Ingestor) Run(ctx context.Context) error {
 
 // probeDatabase pings until the first success, so /readyz turns ready
 // without traffic, and then whenever the database is marked down and no
-// batch is there to find out it is back.
+// batch is there to find out it is back. A ping does not end an outage
+// that a batch still retrying reported: the server may answer and still
+// refuse writes (read-only standby, disk full, missing table); that batch
+// ends the outage when its write succeeds.
 func (in *Ingestor) probeDatabase(ctx context.Context) {
 	bo := newBackoff(in.cfg.MinBackoff, min(in.cfg.MaxBackoff, 5*time.Second))
+	noWriter := func() bool { return in.dbWriters.Load() == 0 }
 	for {
 		wait := 5 * time.Second
 		if in.dbHealth.down.Load() {
-			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			err := in.store.Ping(pctx)
-			cancel()
-			if err == nil {
-				in.dbHealth.ok(ctx)
-				bo.reset()
-			} else if ctx.Err() == nil {
-				wait = bo.next()
+			wait = bo.next()
+			if !in.dbHealth.outage.Load() || noWriter() {
+				pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				err := in.store.Ping(pctx)
+				cancel()
+				if err == nil {
+					in.dbHealth.okIf(ctx, noWriter)
+					if !in.dbHealth.down.Load() {
+						bo.reset()
+						wait = 5 * time.Second
+					}
+				}
 			}
 		}
 		select {
@@ -373,7 +432,7 @@ func (in *Ingestor) loop(ctx context.Context) error {
 			return nil
 		}
 		in.dispatch()
-		in.commit(ctx, nil)
+		in.commit(ctx, nil, 0, false)
 		if in.stopped {
 			return in.hookErr
 		}
@@ -408,30 +467,46 @@ func (in *Ingestor) pollTimeout() time.Duration {
 	switch {
 	case in.dbHealth.outage.Load() || in.dlqHealth.outage.Load():
 		return 50 * time.Millisecond
-	case len(in.pending) >= in.cfg.BatchSize:
+	case in.batchFull():
 		// A full batch waits for a slot; results arrive over a channel
 		// that Poll cannot watch, so look again soon.
 		return 2 * time.Millisecond
 	case len(in.pending) > 0:
-		d := time.Until(in.pendingSince.Add(in.cfg.BatchMaxWait))
 		if in.inflight >= in.cfg.Pipeline {
-			d = min(d, 2*time.Millisecond)
+			// Waiting for a slot, as above; also when the batch is due
+			// (or never waits, NoBatchWait): Poll(0) would spin.
+			return 2 * time.Millisecond
 		}
-		return max(d, 0)
+		return max(time.Until(in.pendingSince.Add(in.cfg.BatchMaxWait)), 0)
 	case in.inflight > 0:
 		return 5 * time.Millisecond
 	}
 	return 100 * time.Millisecond
 }
 
+// batchFull reports whether the pending records fill a batch, by count or
+// by bytes.
+func (in *Ingestor) batchFull() bool {
+	return len(in.pending) >= in.cfg.BatchSize || in.pendingBytes >= in.cfg.BatchBytes
+}
+
 // dispatch starts batches while there are slots and full (or old enough)
 // batches.
 func (in *Ingestor) dispatch() {
 	for in.inflight < in.cfg.Pipeline && len(in.pending) > 0 {
-		if len(in.pending) < in.cfg.BatchSize && time.Since(in.pendingSince) < in.cfg.BatchMaxWait {
+		if !in.batchFull() && time.Since(in.pendingSince) < in.cfg.BatchMaxWait {
 			return
 		}
-		n := min(len(in.pending), in.cfg.BatchSize)
+		// Up to BatchSize records and BatchBytes bytes, at least one.
+		n, size := 0, 0
+		for n < len(in.pending) && n < in.cfg.BatchSize {
+			v := len(in.pending[n].rec.Value)
+			if n > 0 && size+v > in.cfg.BatchBytes {
+				break
+			}
+			size += v
+			n++
+		}
 		items := make([]*item, n)
 		copy(items, in.pending[:n])
 		rest := copy(in.pending, in.pending[n:])
@@ -481,19 +556,42 @@ func (in *Ingestor) finish(b *batch) {
 	b.items = nil // let the records go
 }
 
+// commitCall is one Commit running on a goroutine of its own.
+type commitCall struct {
+	offsets map[int32]int64
+	epochs  map[int32]uint64 // assignment epoch of each partition
+	done    chan error       // buffered: the goroutine never blocks
+}
+
 // commit commits the committable offsets of parts (nil: every tracked
-// partition).
-func (in *Ingestor) commit(ctx context.Context, parts []int32) {
+// partition). Commit runs on a goroutine of its own, at most one at a time,
+// so a coordinator that does not answer never stalls the poll loop; commit
+// waits for it up to wait (0: not at all, a later pass takes the result).
+// After a failure the poll loop tries again only after a backoff; force
+// (revocation, shutdown) tries at once.
+func (in *Ingestor) commit(ctx context.Context, parts []int32, wait time.Duration, force bool) {
 	if in.stopped {
+		return
+	}
+	deadline := time.Now().Add(wait)
+	if in.commitRun != nil && !in.awaitCommit(ctx, deadline) {
+		if force {
+			in.logger.WarnContext(ctx, "ingest: an offset commit is still running; not committing again (records past the last committed offset will be redelivered)", "timeout", wait)
+		}
+		return
+	}
+	if !force && in.commitFailing && time.Now().Before(in.commitNext) {
 		return
 	}
 	if parts == nil {
 		parts = in.tracker.Partitions()
 	}
 	offsets := map[int32]int64{}
+	epochs := map[int32]uint64{}
 	for _, p := range parts {
 		if off, ok := in.tracker.Committable(p); ok {
 			offsets[p] = off
+			epochs[p], _ = in.ownedEpoch(p)
 		}
 	}
 	if len(offsets) == 0 {
@@ -506,22 +604,64 @@ func (in *Ingestor) commit(ctx context.Context, parts []int32) {
 			return
 		}
 	}
-	if err := in.consumer.Commit(offsets); err != nil {
-		// Not fatal: the offsets stay committable and the next commit
-		// carries them; a crash meanwhile only means redelivery.
-		in.logger.WarnContext(ctx, "ingest: offset commit failed; will retry", "err", err)
-		return
+	c := &commitCall{offsets: offsets, epochs: epochs, done: make(chan error, 1)}
+	in.commitRun = c
+	go func() { c.done <- in.consumer.Commit(offsets) }()
+	if !in.awaitCommit(ctx, deadline) && force {
+		in.logger.WarnContext(ctx, "ingest: offset commit did not finish in time; records past the last committed offset will be redelivered", "timeout", wait)
 	}
-	for p, off := range offsets {
-		in.tracker.Committed(p, off)
+}
+
+// awaitCommit waits until deadline (when past: not at all) for the running
+// Commit and takes its result; it reports whether the Commit finished.
+func (in *Ingestor) awaitCommit(ctx context.Context, deadline time.Time) bool {
+	c := in.commitRun
+	var err error
+	if d := time.Until(deadline); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case err = <-c.done:
+		case <-t.C:
+			return false
+		}
+	} else {
+		select {
+		case err = <-c.done:
+		default:
+			return false
+		}
 	}
+	in.commitRun = nil
+	if err != nil {
+		// Not fatal: the offsets stay committable and a later commit
+		// carries them; a crash meanwhile only means redelivery. Logged
+		// once per change of state, not on every attempt.
+		if !in.commitFailing {
+			in.commitFailing = true
+			in.logger.WarnContext(ctx, "ingest: offset commit failed; retrying with backoff", "err", err)
+		}
+		in.commitNext = time.Now().Add(in.commitBo.next())
+		return true
+	}
+	for p, off := range c.offsets {
+		if e, ok := in.ownedEpoch(p); ok && e == c.epochs[p] {
+			in.tracker.Committed(p, off)
+		}
+	}
+	if in.commitFailing {
+		in.commitFailing = false
+		in.commitBo.reset()
+		in.logger.InfoContext(ctx, "ingest: offset commits succeed again")
+	}
+	return true
 }
 
 // flowControl pauses every assigned partition while a dependency is down
 // or too much waits for a batch slot, and resumes them afterwards.
 func (in *Ingestor) flowControl(ctx context.Context) error {
-	outage := in.dbHealth.outage.Load() || in.dlqHealth.outage.Load()
-	full := len(in.pending) >= in.cfg.PauseRecords || in.pendingBytes >= in.cfg.PauseBytes
+	outage := in.outage()
+	full := in.overfull()
 	low := len(in.pending) < max(in.cfg.PauseRecords/2, in.cfg.BatchSize)
 	in.ownedMu.RLock()
 	var toPause, toResume []int32
@@ -557,6 +697,17 @@ func (in *Ingestor) flowControl(ctx context.Context) error {
 	return nil
 }
 
+// outage reports whether a dependency is down (consumption pauses).
+func (in *Ingestor) outage() bool {
+	return in.dbHealth.outage.Load() || in.dlqHealth.outage.Load()
+}
+
+// overfull reports whether too much waits for a batch slot (consumption
+// pauses).
+func (in *Ingestor) overfull() bool {
+	return len(in.pending) >= in.cfg.PauseRecords || in.pendingBytes >= in.cfg.PauseBytes
+}
+
 func (in *Ingestor) updateLag() {
 	if time.Since(in.lagAt) < time.Second {
 		return
@@ -584,6 +735,26 @@ func (in *Ingestor) onAssigned(parts []int32) {
 		delete(in.paused, p)
 	}
 	in.ownedMu.Unlock()
+	// librdkafka keeps an application pause on the partition across
+	// unassign and assign (confluent-kafka-go #193): a partition revoked
+	// while paused would come back paused for good. Pause it again while
+	// consumption is held back (flowControl resumes it), resume it
+	// otherwise (harmless when it was not paused).
+	ctx := context.Background()
+	if hold := in.outage() || in.overfull(); hold {
+		if err := in.consumer.Pause(parts); err != nil {
+			in.logger.WarnContext(ctx, "ingest: pause failed", "err", err) // flowControl tries again
+		} else {
+			for _, p := range parts {
+				in.paused[p] = true
+			}
+		}
+	} else if err := in.consumer.Resume(parts); err != nil {
+		in.logger.WarnContext(ctx, "ingest: resume failed", "err", err)
+		for _, p := range parts {
+			in.paused[p] = true // flowControl tries again
+		}
+	}
 	in.logger.Info("ingest: partitions assigned", "topic_partitions", parts)
 }
 
@@ -594,7 +765,7 @@ func (in *Ingestor) onRevoked(parts []int32, lost bool) {
 		revoked[p] = true
 	}
 	in.dropPending(revoked)
-	if !lost {
+	if !lost && !in.finished {
 		deadline := time.Now().Add(in.cfg.RevokeTimeout)
 		for in.busy(parts) && time.Now().Before(deadline) {
 			select {
@@ -603,7 +774,7 @@ func (in *Ingestor) onRevoked(parts []int32, lost bool) {
 			case <-time.After(time.Until(deadline)):
 			}
 		}
-		in.commit(ctx, parts)
+		in.commit(ctx, parts, in.cfg.CommitTimeout, true)
 	}
 	in.ownedMu.Lock()
 	for _, p := range parts {

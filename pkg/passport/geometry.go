@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/peterstace/simplefeatures/geom"
 )
@@ -71,9 +72,19 @@ func (d *decoder) geometry() (string, *ContractError) {
 		g = mp
 	}
 	if err := validate(g.Validate); err != nil {
-		return "", fieldErr(fGeometry, "not a valid polygon by OGC simple-feature rules: "+err.Error())
+		return "", fieldErr(fGeometry, "not a valid polygon by OGC simple-feature rules: "+withoutLocation(err.Error()))
 	}
 	return string(g.AppendWKT(make([]byte, 0, 32+len(w.coords)*12))), nil
+}
+
+// withoutLocation drops the library's " (at or near (x y))" suffix: the
+// coordinates come from the payload, and reasons end up in logs, which must
+// not carry payload fragments. The rule that broke is kept.
+func withoutLocation(msg string) string {
+	if i := strings.Index(msg, " (at or near "); i >= 0 {
+		return msg[:i]
+	}
+	return msg
 }
 
 // geoJSONTypeName echoes the type only when it is a GeoJSON keyword: reasons

@@ -108,7 +108,7 @@ func (t *PassportTx) Rollback(ctx context.Context) error {
 }
 
 // Write upserts the passports of recs by route_id (last write wins,
-// updated_at = now(), created_at kept), inserts the two outbox rows of each
+// updated_at = statement_timestamp(), created_at kept), inserts the two outbox rows of each
 // route that has none yet, and notifies [NotifyChannel], all in one round
 // trip.
 //
@@ -119,6 +119,11 @@ func (t *PassportTx) Rollback(ctx context.Context) error {
 //
 // Rows are sent as arrays and expanded with unnest, in route_id order, so
 // that concurrent writers take row locks in the same order.
+//
+// Times are statement_timestamp(), not now(): the ingestor pipelines
+// transactions, so a later write of a route may run in a transaction that
+// started before the one that inserted it, and now() (the transaction
+// start) would then put updated_at before created_at.
 func (t *PassportTx) Write(ctx context.Context, recs []IngestRecord) error {
 	if len(recs) == 0 {
 		return nil
@@ -163,8 +168,9 @@ insert into route_passports (
     roll_angle_min, roll_angle_max, visir_angle_min, visir_angle_max,
     resolution_range, resolution_azimuth, polarisation, processing_level,
     geometry_wkt, route_status, trace_id, correlation_id,
-    source_topic, source_partition, source_offset, source_key, raw_payload)
-select * from unnest(
+    source_topic, source_partition, source_offset, source_key, raw_payload,
+    created_at, updated_at)
+select *, statement_timestamp(), statement_timestamp() from unnest(
     $1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
     $6::int8[], $7::text[], $8::timestamptz[], $9::timestamptz[],
     $10::float8[], $11::float8[], $12::float8[], $13::float8[],
@@ -198,7 +204,7 @@ on conflict (route_id) do update set
     source_offset = excluded.source_offset,
     source_key = excluded.source_key,
     raw_payload = excluded.raw_payload,
-    updated_at = now()`
+    updated_at = statement_timestamp()`
 
 const insertOutboxSQL = `
 insert into route_passport_outbox (

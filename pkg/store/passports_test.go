@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -89,4 +90,50 @@ func TestPassportsWrite(t *testing.T) {
 		require.Error(t, err)
 		require.Equal(t, store.KindRecord, store.Classify(err))
 	})
+}
+
+// A pipelined writer may update a route in a transaction that began before
+// the one that inserted it; updated_at must still not precede created_at.
+func TestPassportsUpdatedAtAfterInsertOfLaterTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testenv.Pool(t)
+	s := store.NewPassports(pool, store.OutboxConfig{TopicProcessedRoute: "proc", TopicRouteGeoreference: "geo", MessageKey: "traceId", MaxAttempts: 3})
+	id := uuid.NewString()
+
+	older, err := s.Begin(ctx) // begins first, writes last
+	require.NoError(t, err)
+	defer func() { _ = older.Rollback(ctx) }()
+	// now() of older is its BEGIN time, before the insert below.
+	time.Sleep(20 * time.Millisecond)
+
+	require.NoError(t, s.Write(ctx, []store.IngestRecord{passportRecord(t, id, "insert", "t1", 1)}))
+	var created1, updated1 time.Time
+	require.NoError(t, pool.QueryRow(ctx, "select created_at, updated_at from route_passports where route_id = $1", id).Scan(&created1, &updated1))
+	require.Equal(t, created1, updated1, "an insert sets both to the same time")
+
+	time.Sleep(20 * time.Millisecond)
+	require.NoError(t, older.Write(ctx, []store.IngestRecord{passportRecord(t, id, "update", "t2", 2)}))
+	require.NoError(t, older.Commit(ctx))
+
+	var name string
+	var created2, updated2 time.Time
+	require.NoError(t, pool.QueryRow(ctx, "select route_name_full, created_at, updated_at from route_passports where route_id = $1", id).Scan(&name, &created2, &updated2))
+	require.Equal(t, "update", name)
+	require.Equal(t, created1, created2, "created_at is kept")
+	require.True(t, updated2.After(created2), "updated_at %s moves past created_at %s", updated2, created2)
+}
+
+func TestOpenSetsConnectTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := store.Open(ctx, "postgres://u@127.0.0.1:1/db?sslmode=disable")
+	require.NoError(t, err)
+	defer pool.Close()
+	require.Equal(t, store.DefaultConnectTimeout, pool.Config().ConnConfig.ConnectTimeout)
+
+	pool2, err := store.Open(ctx, "postgres://u@127.0.0.1:1/db?sslmode=disable&connect_timeout=3")
+	require.NoError(t, err)
+	defer pool2.Close()
+	require.Equal(t, 3*time.Second, pool2.Config().ConnConfig.ConnectTimeout, "the URL's value wins")
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -27,14 +28,25 @@ const VersionTable = "schema_version"
 // relays that new outbox rows are waiting.
 const NotifyChannel = "route_passport_outbox"
 
+// DefaultConnectTimeout bounds a connection attempt of [Open]'s pool when
+// the URL sets no connect_timeout.
+const DefaultConnectTimeout = 10 * time.Second
+
 // Open connects a pool and checks that the server answers. The URL may carry
-// pgxpool settings such as pool_max_conns.
+// pgxpool settings such as pool_max_conns, and connect_timeout (default
+// [DefaultConnectTimeout]).
 func Open(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		// pgx echoes the whole connection string (password included) in some
 		// parse errors, so say only what is safe.
 		return nil, errors.New("parse DATABASE_URL: invalid connection string")
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		// Without connect_timeout (URL or PGCONNECT_TIMEOUT) a connection
+		// attempt to a host that drops packets hangs for the kernel's TCP
+		// timeout, minutes.
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -1,0 +1,548 @@
+package ingest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/ingest"
+	"github.com/pcp/route-processing/pkg/obs"
+	"github.com/pcp/route-processing/pkg/store"
+)
+
+// Tests with in-memory fakes of the consumer, the store and the DLQ, for
+// what a real broker or database cannot be made to do on cue.
+
+// fakeConsumer is an in-memory group consumer. Like librdkafka, it keeps a
+// partition's application pause flag across unassign and assign.
+type fakeConsumer struct {
+	mu        sync.Mutex
+	log       map[int32][]ingest.Record
+	assigned  map[int32]bool
+	paused    map[int32]bool
+	pos       map[int32]int64
+	committed map[int32]int64
+	events    []func() // rebalances to run in the next Poll
+	running   bool     // a rebalance function runs
+	assignedF func([]int32)
+	revokedF  func([]int32, bool)
+
+	commitCalls atomic.Int32
+	commitErr   atomic.Pointer[error]
+	commitGate  chan struct{} // when set, Commit blocks until it is closed
+}
+
+func newFakeConsumer(partitions ...int32) *fakeConsumer {
+	c := &fakeConsumer{log: map[int32][]ingest.Record{}, assigned: map[int32]bool{}, paused: map[int32]bool{},
+		pos: map[int32]int64{}, committed: map[int32]int64{}}
+	c.queueAssign(partitions...)
+	return c
+}
+
+func (c *fakeConsumer) add(p int32, values ...[]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, v := range values {
+		off := int64(len(c.log[p]))
+		c.log[p] = append(c.log[p], ingest.Record{Topic: "in", Partition: p, Offset: off, Value: v,
+			Timestamp: time.Now(), TimestampType: "CreateTime"})
+	}
+}
+
+func (c *fakeConsumer) queueAssign(parts ...int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.events = append(c.events, func() {
+		c.mu.Lock()
+		for _, p := range parts {
+			c.assigned[p] = true
+			c.pos[p] = c.committed[p]
+		}
+		c.mu.Unlock()
+		c.assignedF(parts)
+	})
+}
+
+func (c *fakeConsumer) queueRevoke(parts ...int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.events = append(c.events, func() {
+		c.revokedF(parts, false)
+		c.mu.Lock()
+		for _, p := range parts {
+			delete(c.assigned, p)
+		}
+		c.mu.Unlock()
+	})
+}
+
+func (c *fakeConsumer) eventsDone() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.events) == 0 && !c.running
+}
+
+func (c *fakeConsumer) isPaused(p int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.paused[p]
+}
+
+func (c *fakeConsumer) committedAt(p int32) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.committed[p]
+}
+
+func (c *fakeConsumer) Subscribe(assigned func([]int32), revoked func([]int32, bool)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.assignedF, c.revokedF = assigned, revoked
+	return nil
+}
+
+func (c *fakeConsumer) Poll(timeout time.Duration) (*ingest.Record, error) {
+	c.mu.Lock()
+	if len(c.events) > 0 {
+		ev := c.events[0]
+		c.events = c.events[1:]
+		c.running = true
+		c.mu.Unlock()
+		ev()
+		c.mu.Lock()
+		c.running = false
+		c.mu.Unlock()
+		return nil, nil
+	}
+	for p := range c.assigned {
+		if c.paused[p] || c.pos[p] >= int64(len(c.log[p])) {
+			continue
+		}
+		r := c.log[p][c.pos[p]]
+		c.pos[p]++
+		c.mu.Unlock()
+		return &r, nil
+	}
+	c.mu.Unlock()
+	time.Sleep(min(timeout, 5*time.Millisecond))
+	return nil, nil
+}
+
+func (c *fakeConsumer) Pause(parts []int32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range parts {
+		c.paused[p] = true
+	}
+	return nil
+}
+
+func (c *fakeConsumer) Resume(parts []int32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range parts {
+		delete(c.paused, p)
+	}
+	return nil
+}
+
+func (c *fakeConsumer) Commit(offsets map[int32]int64) error {
+	c.commitCalls.Add(1)
+	c.mu.Lock()
+	gate := c.commitGate
+	c.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	if e := c.commitErr.Load(); e != nil {
+		return *e
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for p, o := range offsets {
+		c.committed[p] = max(c.committed[p], o)
+	}
+	return nil
+}
+
+func (c *fakeConsumer) HighWatermark(p int32) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int64(len(c.log[p])), true
+}
+
+// fakeStore keeps written passports in memory; fail decides the outcome of
+// each write.
+type fakeStore struct {
+	mu       sync.Mutex
+	written  map[string]int // route id → times written
+	batches  []int          // value bytes of each committed write
+	counts   []int          // records of each committed write
+	fail     func(recs []store.IngestRecord) error
+	pingFail func() error
+}
+
+func newFakeStore() *fakeStore { return &fakeStore{written: map[string]int{}} }
+
+func (s *fakeStore) setFail(f func([]store.IngestRecord) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fail = f
+}
+
+func (s *fakeStore) setPingFail(f func() error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pingFail = f
+}
+
+func (s *fakeStore) routes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.written)
+}
+
+func (s *fakeStore) Begin(ctx context.Context) (ingest.WriteTx, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return &fakeTx{s: s}, nil
+}
+
+func (s *fakeStore) Ping(ctx context.Context) error {
+	s.mu.Lock()
+	f := s.pingFail
+	s.mu.Unlock()
+	if f != nil {
+		return f()
+	}
+	return ctx.Err()
+}
+
+type fakeTx struct {
+	s    *fakeStore
+	recs []store.IngestRecord
+}
+
+func (t *fakeTx) Write(ctx context.Context, recs []store.IngestRecord) error {
+	t.s.mu.Lock()
+	f := t.s.fail
+	t.s.mu.Unlock()
+	if f != nil {
+		if err := f(recs); err != nil {
+			return err
+		}
+	}
+	t.recs = append(t.recs, recs...)
+	return ctx.Err()
+}
+
+func (t *fakeTx) Commit(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	size := 0
+	for _, r := range t.recs {
+		t.s.written[r.Passport.RouteID]++
+		size += len(r.Value)
+	}
+	t.s.batches = append(t.s.batches, size)
+	t.s.counts = append(t.s.counts, len(t.recs))
+	return nil
+}
+
+func (t *fakeTx) Rollback(context.Context) error { return nil }
+
+type fakeDLQ struct{ n atomic.Int32 }
+
+func (d *fakeDLQ) Produce(_ context.Context, msgs []ingest.DLQMessage) []error {
+	d.n.Add(int32(len(msgs)))
+	return make([]error, len(msgs))
+}
+
+// logCounter counts log records whose message contains a substring.
+type logCounter struct {
+	slog.Handler
+	mu   *sync.Mutex
+	msgs *[]string
+}
+
+func (h logCounter) Handle(ctx context.Context, r slog.Record) error {
+	h.mu.Lock()
+	*h.msgs = append(*h.msgs, r.Message)
+	h.mu.Unlock()
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h logCounter) WithAttrs(as []slog.Attr) slog.Handler {
+	return logCounter{h.Handler.WithAttrs(as), h.mu, h.msgs}
+}
+
+func (h logCounter) count(sub string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, m := range *h.msgs {
+		if strings.Contains(m, sub) {
+			n++
+		}
+	}
+	return n
+}
+
+type fakeRun struct {
+	in     *ingest.Ingestor
+	ready  *obs.Readiness
+	logs   logCounter
+	cancel func()
+	done   chan error
+}
+
+func startFake(t *testing.T, c *fakeConsumer, s *fakeStore, d *fakeDLQ, mods ...func(*ingest.Config)) *fakeRun {
+	t.Helper()
+	var mu sync.Mutex
+	var msgs []string
+	h := logCounter{slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}), &mu, &msgs}
+	reg := obs.NewRegistry()
+	ready := obs.NewReadiness(reg, "route_passport_ingest")
+	cfg := ingest.Config{
+		ConsumerGroup: "g", BatchSize: 500, RecordRetries: 1,
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
+		RevokeTimeout: 300 * time.Millisecond, ShutdownTimeout: time.Second, CommitTimeout: 300 * time.Millisecond,
+	}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	in, err := ingest.New(slog.New(h), cfg, c, s, d, ingest.NewMetrics(reg), ready)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &fakeRun{in: in, ready: ready, logs: h, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- in.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		case <-time.After(30 * time.Second):
+			t.Error("Run did not return")
+		}
+	})
+	return r
+}
+
+func (r *fakeRun) stop(t *testing.T) (error, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		r.done <- err // for the cleanup
+		return err, time.Since(start)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30s")
+	}
+	return nil, 0
+}
+
+func values(t *testing.T, n int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = passportValue(t, uuid.NewString(), fmt.Sprintf("route %03d", i))
+	}
+	return out
+}
+
+var errDown = errors.New("connection refused (fake)")
+
+// A partition paused during an outage, revoked and assigned again, must
+// not stay paused: librdkafka keeps the pause across the reassignment.
+func TestFakePausedPartitionReassigned(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0, 1)
+	c.add(0, values(t, 20)...)
+	c.add(1, values(t, 20)...)
+	s := newFakeStore()
+	s.setFail(func([]store.IngestRecord) error { return errDown })
+	s.setPingFail(func() error { return errDown })
+	startFake(t, c, s, &fakeDLQ{})
+
+	require.Eventually(t, func() bool { return c.isPaused(0) && c.isPaused(1) }, 10*time.Second, 5*time.Millisecond, "paused by the outage")
+	// Revoked while paused; the outage ends (partition 0 resumes) before
+	// partition 1 comes back.
+	c.queueRevoke(1)
+	require.Eventually(t, c.eventsDone, 10*time.Second, 5*time.Millisecond)
+	s.setFail(nil)
+	s.setPingFail(nil)
+	require.Eventually(t, func() bool { return !c.isPaused(0) }, 10*time.Second, 5*time.Millisecond, "partition 0 resumed")
+	c.queueAssign(1)
+	require.Eventually(t, func() bool { return s.routes() == 40 }, 10*time.Second, 10*time.Millisecond,
+		"every record written (partition 1 resumed)")
+	require.Eventually(t, func() bool { return c.committedAt(0) == 20 && c.committedAt(1) == 20 }, 10*time.Second, 10*time.Millisecond)
+	require.False(t, c.isPaused(1))
+}
+
+// A partition assigned during an outage is paused until the outage ends.
+func TestFakeAssignedDuringOutage(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	c.add(0, values(t, 20)...)
+	c.add(1, values(t, 20)...)
+	s := newFakeStore()
+	s.setFail(func([]store.IngestRecord) error { return errDown })
+	s.setPingFail(func() error { return errDown })
+	startFake(t, c, s, &fakeDLQ{})
+	require.Eventually(t, func() bool { return c.isPaused(0) }, 10*time.Second, 5*time.Millisecond, "paused by the outage")
+	c.queueAssign(1)
+	require.Eventually(t, c.eventsDone, 10*time.Second, 5*time.Millisecond)
+	require.True(t, c.isPaused(1), "paused at once while the outage lasts")
+	s.setFail(nil)
+	s.setPingFail(nil)
+	require.Eventually(t, func() bool { return s.routes() == 40 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// With nothing held back, a reassigned partition is resumed explicitly.
+func TestFakeReassignedPartitionResumedWhenHealthy(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer()
+	c.add(0, values(t, 5)...)
+	c.mu.Lock()
+	c.paused[0] = true // left over from an earlier assignment
+	c.mu.Unlock()
+	c.queueAssign(0)
+	s := newFakeStore()
+	startFake(t, c, s, &fakeDLQ{})
+	require.Eventually(t, func() bool { return s.routes() == 5 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// A database that answers pings but refuses writes stays not ready until a
+// write succeeds; nothing is dead-lettered.
+func TestFakeReadOnlyDatabaseStaysNotReady(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	c.add(0, values(t, 30)...)
+	s := newFakeStore()
+	readOnly := &pgconn.PgError{Code: "25006", Message: "cannot execute INSERT in a read-only transaction"}
+	s.setFail(func([]store.IngestRecord) error { return readOnly })
+	// Pings fail at first too, so that the probe pings often (backoff).
+	s.setPingFail(func() error { return errDown })
+	d := &fakeDLQ{}
+	r := startFake(t, c, s, d)
+
+	require.Eventually(t, func() bool { return r.ready.Check() != nil && r.logs.count("unavailable") > 0 }, 10*time.Second, 5*time.Millisecond)
+	s.setPingFail(nil)
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		require.Error(t, r.ready.Check(), "ready while writes fail")
+	}
+	s.setFail(nil)
+	require.Eventually(t, func() bool { return s.routes() == 30 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return r.ready.Check() == nil }, 10*time.Second, 10*time.Millisecond)
+	require.Zero(t, d.n.Load())
+	for id, n := range s.written {
+		require.Equal(t, 1, n, id)
+	}
+}
+
+// Batches stop filling at Config.BatchBytes.
+func TestFakeBatchBytes(t *testing.T) {
+	t.Parallel()
+	vs := values(t, 30)
+	c := newFakeConsumer(0)
+	c.add(0, vs...)
+	s := newFakeStore()
+	limit := 3*len(vs[0]) + 20
+	startFake(t, c, s, &fakeDLQ{}, func(cfg *ingest.Config) {
+		cfg.BatchBytes = limit
+		cfg.BatchMaxWait = time.Second // so that only the byte limit dispatches early
+	})
+	require.Eventually(t, func() bool { return s.routes() == 30 }, 10*time.Second, 10*time.Millisecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, b := range s.batches {
+		require.LessOrEqual(t, b, limit, "batch %d: %d records", i, s.counts[i])
+	}
+	require.Contains(t, s.counts, 3, "full batches of 3")
+}
+
+// A span that keeps failing as "unavailable" while the database answers
+// pings is split until its parts go through.
+func TestFakeSplitSpanTheDatabaseKeepsFailing(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	c.add(0, values(t, 40)...)
+	s := newFakeStore()
+	s.setFail(func(recs []store.IngestRecord) error {
+		if len(recs) > 4 {
+			return errors.New("message too large (fake)")
+		}
+		return nil
+	})
+	r := startFake(t, c, s, &fakeDLQ{}, func(cfg *ingest.Config) { cfg.BatchSize = 40; cfg.BatchMaxWait = time.Second })
+	require.Eventually(t, func() bool { return s.routes() == 40 }, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return r.ready.Check() == nil }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return c.committedAt(0) == 40 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// A failing offset commit is retried with backoff, not on every loop pass,
+// and logged once.
+func TestFakeFailingCommitBacksOff(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	c.add(0, values(t, 10)...)
+	errCoord := errors.New("coordinator not available (fake)")
+	c.commitErr.Store(&errCoord)
+	s := newFakeStore()
+	r := startFake(t, c, s, &fakeDLQ{})
+	require.Eventually(t, func() bool { return s.routes() == 10 && c.commitCalls.Load() > 0 }, 10*time.Second, 10*time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
+	calls := c.commitCalls.Load()
+	require.LessOrEqual(t, calls, int32(4), "commit attempts within ~1.5s of failures")
+	require.Equal(t, 1, r.logs.count("offset commit failed"))
+
+	c.commitErr.Store(nil)
+	require.Eventually(t, func() bool { return c.committedAt(0) == 10 }, 15*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return r.logs.count("offset commits succeed again") == 1 }, 5*time.Second, 10*time.Millisecond)
+}
+
+// A commit that hangs stalls neither the poll loop nor the shutdown.
+func TestFakeHangingCommit(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	c.add(0, values(t, 10)...)
+	gate := make(chan struct{})
+	t.Cleanup(func() { close(gate) })
+	c.mu.Lock()
+	c.commitGate = gate
+	c.mu.Unlock()
+	s := newFakeStore()
+	r := startFake(t, c, s, &fakeDLQ{})
+	require.Eventually(t, func() bool { return s.routes() == 10 && c.commitCalls.Load() > 0 }, 10*time.Second, 10*time.Millisecond)
+
+	c.add(0, values(t, 10)...)
+	require.Eventually(t, func() bool { return s.routes() == 20 }, 10*time.Second, 10*time.Millisecond, "polling goes on while a commit hangs")
+	err, took := r.stop(t)
+	require.NoError(t, err)
+	require.Less(t, took, 5*time.Second, "shutdown bounded")
+	require.Equal(t, int32(1), c.commitCalls.Load(), "no second commit while one runs")
+}
+
+// NoBatchWait: a free slot takes what was polled at once.
+func TestFakeNoBatchWait(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	c.add(0, values(t, 7)...)
+	s := newFakeStore()
+	startFake(t, c, s, &fakeDLQ{}, func(cfg *ingest.Config) { cfg.BatchMaxWait = ingest.NoBatchWait })
+	require.Eventually(t, func() bool { return s.routes() == 7 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return c.committedAt(0) == 7 }, 5*time.Second, time.Millisecond)
+}
