@@ -97,9 +97,18 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	runErr := in.Run(ctx)
 	stopProbe()
 	// Close leaves the group; the revocation it triggers commits nothing
-	// new (Run already committed what was finished).
-	if err := consumer.Close(); err != nil {
-		logger.Warn("ingest: closing the consumer", "err", err)
+	// new (Run already committed what was finished). A consumer that hit a
+	// fatal error (e.g. a fenced static member) may never finish closing;
+	// exiting anyway loses nothing, and lets Kubernetes restart the pod.
+	closed := make(chan error, 1)
+	go func() { closed <- consumer.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			logger.Warn("ingest: closing the consumer", "err", err)
+		}
+	case <-time.After(consumerCloseTimeout):
+		logger.Error("ingest: the consumer did not close in time; exiting without it", "timeout", consumerCloseTimeout)
 	}
 	stopHTTP()
 	if err := <-httpErr; err != nil && runErr == nil {
@@ -111,6 +120,10 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	logger.Info("ingest: stopped")
 	return nil
 }
+
+// consumerCloseTimeout bounds leaving the group, so that shutdown stays
+// within the contract's 30 s.
+const consumerCloseTimeout = 5 * time.Second
 
 // probeKafka keeps the "kafka" readiness component current. The consumer
 // itself rides out broker outages, but an operator (and Kubernetes) should

@@ -26,15 +26,16 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 	fs.SetOutput(stderr)
 	// Each subcommand registers only its own flags, so a flag of another
 	// one is a usage error and -h lists what applies.
-	var asJSON, failed *bool
+	var asJSON, exact, failed *bool
 	var id, routeID, reason *string
 	switch cmd {
 	case "stats":
 		asJSON = fs.Bool("json", false, "print JSON instead of a table")
+		exact = fs.Bool("exact", false, "count PUBLISHED rows exactly (reads the whole table) instead of estimating")
 	case "requeue":
 		failed = fs.Bool("failed", false, "every FAILED row")
-		id = fs.String("id", "", "the row with this outbox id")
-		routeID = fs.String("route-id", "", "the rows of this route")
+		id = fs.String("id", "", "the row with this outbox id (exit 1 when there is none)")
+		routeID = fs.String("route-id", "", "the rows of this route (exit 1 when there are none)")
 	case "pause":
 		reason = fs.String("reason", "", "why (shown by stats)")
 	}
@@ -71,7 +72,7 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 
 	switch cmd {
 	case "stats":
-		s, err := ob.Stats(ctx)
+		s, err := ob.Stats(ctx, *exact)
 		if err != nil {
 			return err
 		}
@@ -82,11 +83,14 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 		}
 		return printStats(stdout, s)
 	case "requeue":
-		n, err := ob.Requeue(ctx, filter)
+		res, err := ob.Requeue(ctx, filter)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "requeued %d row(s)\n", n)
+		fmt.Fprintf(stdout, "requeued %d row(s)\n", res.Requeued)
+		if res.InFlight > 0 {
+			fmt.Fprintf(stdout, "skipped %d row(s) in flight: a relay is publishing them now (PENDING under a live lease); they end PUBLISHED or are rescheduled by it\n", res.InFlight)
+		}
 		return nil
 	case "pause":
 		if err := ob.SetPaused(ctx, true, *reason, operator()); err != nil {
@@ -148,6 +152,10 @@ func printStats(w io.Writer, s store.Stats) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STATUS\tROWS")
 	for _, st := range []string{store.StatusPending, store.StatusPublished, store.StatusFailed} {
+		if st == store.StatusPublished && !s.PublishedExact {
+			fmt.Fprintf(tw, "%s\t~%d\t(estimate from table statistics; --exact counts)\n", st, s.Counts[st])
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%d\n", st, s.Counts[st])
 	}
 	if err := tw.Flush(); err != nil {

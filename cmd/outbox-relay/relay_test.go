@@ -109,6 +109,38 @@ func TestOps(t *testing.T) {
 		st := relaytest.Get(t, pool, rows[0].ID)
 		require.Equal(t, "PENDING", st.Status)
 		require.Zero(t, st.Attempts)
+
+		// No such row: exit 1 with a message naming it.
+		missing := "0f8fad5b-d9cb-469f-a165-70867728950e"
+		for _, args := range [][]string{{"requeue", "--id", missing}, {"requeue", "--route-id", missing}} {
+			var out bytes.Buffer
+			err := run(ctx, args, env, &out, io.Discard)
+			require.Error(t, err, "%v", args)
+			require.Equal(t, 1, config.ExitCode(err), "%v: %v", args, err)
+			require.Contains(t, err.Error(), missing)
+			require.Contains(t, err.Error(), "no outbox row matches")
+		}
+
+		// A row a relay is publishing now is left alone, and said so.
+		_, err := pool.Exec(ctx, `update route_passport_outbox set locked_until = now() + interval '1 minute', lock_token = gen_random_uuid() where id = $1`, rows[1].ID)
+		require.NoError(t, err)
+		out := runOK("requeue", "--id", rows[1].ID.String())
+		require.Contains(t, out, "requeued 0 row(s)\n")
+		require.Contains(t, out, "skipped 1 row(s) in flight")
+		require.NotNil(t, relaytest.Get(t, pool, rows[1].ID).LockedUntil, "lease kept")
+	})
+
+	t.Run("StatsEstimate", func(t *testing.T) {
+		_, err := pool.Exec(ctx, `update route_passport_outbox set status = 'PUBLISHED', published_at = now() where id = $1`, rows[2].ID)
+		require.NoError(t, err)
+		_, err = pool.Exec(ctx, `analyze route_passport_outbox`)
+		require.NoError(t, err)
+		require.Regexp(t, `PUBLISHED\s+~\d+\s+\(estimate`, runOK("stats"))
+		require.Regexp(t, `PUBLISHED\s+1\n`, runOK("stats", "--exact"))
+		var s store.Stats
+		require.NoError(t, json.Unmarshal([]byte(runOK("stats", "--json", "--exact")), &s))
+		require.True(t, s.PublishedExact)
+		require.EqualValues(t, 1, s.Counts["PUBLISHED"])
 	})
 
 	t.Run("UsageErrors", func(t *testing.T) {
@@ -209,4 +241,51 @@ func TestRunRelayPublishes(t *testing.T) {
 	}
 	t.Logf("stopped in %s", time.Since(stopAt).Round(time.Millisecond))
 	require.False(t, strings.Contains(logs.String(), `"level":"ERROR"`), logs.String())
+}
+
+// TestRunRelayShutdownFrozenBroker: SIGTERM while a batch waits on a frozen
+// broker (SIGSTOP: connections open, nothing answers). The process stops
+// within the 30s of contract §5 and gives the leases back, no attempt
+// counted.
+func TestRunRelayShutdownFrozenBroker(t *testing.T) {
+	t.Parallel()
+	url := testenv.DatabaseURL(t)
+	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 1})
+	topic := testenv.CreateTopic(t, broker.Addr(), "cmd-frozen", 1)
+	ctx := context.Background()
+	pool, err := store.Open(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	addr := freeAddr(t)
+	env := []string{"DATABASE_URL=" + url, "KAFKA_BOOTSTRAP_SERVERS=" + broker.Addr(), "HTTP_ADDR=" + addr, "LOG_LEVEL=warn"}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(runCtx, nil, env, io.Discard, logs) }()
+
+	relaytest.MustInsert(t, pool, relaytest.Row{Topic: topic})
+	require.Eventually(t, func() bool { return relaytest.Count(t, pool, "PUBLISHED") == 1 }, 30*time.Second, 20*time.Millisecond)
+
+	broker.Pause(t)
+	defer broker.Resume(t)
+	rows := relaytest.MustInsert(t, pool, relaytest.Row{Topic: topic}, relaytest.Row{Topic: topic})
+	require.Eventually(t, func() bool { return relaytest.Get(t, pool, rows[0].ID).LockedUntil != nil }, 10*time.Second, 20*time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // the batch is waiting for its reports
+
+	stopAt := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("relay did not stop within 30s of SIGTERM with a frozen broker\n%s", logs.String())
+	}
+	t.Logf("stopped in %s", time.Since(stopAt).Round(time.Millisecond))
+	for _, r := range rows {
+		st := relaytest.Get(t, pool, r.ID)
+		require.Equal(t, "PENDING", st.Status)
+		require.Nil(t, st.LockedUntil, "lease given back")
+		require.Zero(t, st.Attempts)
+	}
 }

@@ -132,6 +132,15 @@ func LoadIngestor(environ []string) (Ingestor, error) {
 	return c, r.err
 }
 
+// LeaseMargin is what OUTBOX_LOCK_TIMEOUT must leave beyond
+// OUTBOX_PUBLISH_TIMEOUT: 5s for the producer's delivery-report hand-off
+// plus 5s to mark the batch (relay.LeaseMargin).
+const LeaseMargin = 10 * time.Second
+
+// minPublishTimeout is the shortest publish timeout derived from a short
+// lease when OUTBOX_PUBLISH_TIMEOUT is not set.
+const minPublishTimeout = time.Second
+
 // LoadRelay reads the relay's configuration from environ (os.Environ form).
 func LoadRelay(environ []string) (Relay, error) {
 	r := newReader(environ)
@@ -151,13 +160,17 @@ func LoadRelay(environ []string) (Relay, error) {
 	if r.err == nil && c.MaxBackoff < c.InitialBackoff {
 		r.fail("OUTBOX_MAX_BACKOFF", fmt.Sprintf("%s is less than OUTBOX_INITIAL_BACKOFF (%s)", c.MaxBackoff, c.InitialBackoff))
 	}
-	if r.err == nil && c.LockTimeout <= c.PublishTimeout {
-		// A lease must outlive the wait for its batch's delivery reports, or
-		// a second relay could take rows that are still in flight.
+	if r.err == nil && c.LockTimeout < c.PublishTimeout+LeaseMargin {
+		// A lease must outlive the wait for its batch's delivery reports
+		// (the publish timeout plus the producer's 5s hand-off margin) and
+		// the marks after it, or a second relay could take rows that are
+		// still in flight and publish them twice.
 		if _, set := r.env["OUTBOX_PUBLISH_TIMEOUT"]; set {
-			r.fail("OUTBOX_LOCK_TIMEOUT", fmt.Sprintf("%s must exceed OUTBOX_PUBLISH_TIMEOUT (%s)", c.LockTimeout, c.PublishTimeout))
+			r.fail("OUTBOX_LOCK_TIMEOUT", fmt.Sprintf("%s must be at least OUTBOX_PUBLISH_TIMEOUT (%s) + %s", c.LockTimeout, c.PublishTimeout, LeaseMargin))
+		} else if c.LockTimeout-LeaseMargin >= minPublishTimeout {
+			c.PublishTimeout = c.LockTimeout - LeaseMargin
 		} else {
-			c.PublishTimeout = c.LockTimeout / 2
+			r.fail("OUTBOX_LOCK_TIMEOUT", fmt.Sprintf("%s leaves no room for a publish: it must be at least %s (OUTBOX_PUBLISH_TIMEOUT, %s at least, + %s)", c.LockTimeout, minPublishTimeout+LeaseMargin, minPublishTimeout, LeaseMargin))
 		}
 	}
 	return c, r.err

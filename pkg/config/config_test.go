@@ -93,9 +93,34 @@ func TestKafkaProperties(t *testing.T) {
 
 func TestShortLeaseShortensDefaultPublishTimeout(t *testing.T) {
 	t.Parallel()
-	c, err := LoadRelay(env("OUTBOX_LOCK_TIMEOUT=4s"))
+	// The lease must cover the publish timeout + 5s report margin + 5s for
+	// the marks; an unset publish timeout is derived from a short lease.
+	c, err := LoadRelay(env("OUTBOX_LOCK_TIMEOUT=25s"))
 	require.NoError(t, err)
-	require.Equal(t, 2*time.Second, c.PublishTimeout)
+	require.Equal(t, 15*time.Second, c.PublishTimeout)
+	c, err = LoadRelay(env("OUTBOX_LOCK_TIMEOUT=40s"))
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Second, c.PublishTimeout, "the default fits exactly")
+}
+
+func TestLeaseMustCoverPublishAndMargin(t *testing.T) {
+	t.Parallel()
+	for _, environ := range [][]string{
+		env("OUTBOX_LOCK_TIMEOUT=4s"), // no room for any derived publish timeout
+		env("OUTBOX_LOCK_TIMEOUT=35s", "OUTBOX_PUBLISH_TIMEOUT=30s"),
+		env("OUTBOX_LOCK_TIMEOUT=12s", "OUTBOX_PUBLISH_TIMEOUT=3s"),
+	} {
+		_, err := LoadRelay(environ)
+		var cfgErr *Error
+		require.True(t, errors.As(err, &cfgErr), "%v: want *config.Error, got %v", environ, err)
+		require.Equal(t, "OUTBOX_LOCK_TIMEOUT", cfgErr.Var)
+	}
+	c, err := LoadRelay(env("OUTBOX_LOCK_TIMEOUT=40s", "OUTBOX_PUBLISH_TIMEOUT=30s"))
+	require.NoError(t, err, "publish timeout + 10s exactly")
+	require.Equal(t, 30*time.Second, c.PublishTimeout)
+	c, err = LoadRelay(env("OUTBOX_LOCK_TIMEOUT=39s"))
+	require.NoError(t, err, "an unset publish timeout is derived")
+	require.Equal(t, 29*time.Second, c.PublishTimeout)
 }
 
 func TestKafkaToolNeedsNoDatabase(t *testing.T) {

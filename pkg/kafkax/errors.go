@@ -11,12 +11,88 @@ var (
 	ErrTimeout = errors.New("kafka: timed out")
 	// ErrUnavailable: no broker answers.
 	ErrUnavailable = errors.New("kafka: unavailable")
+	// ErrClosed: the producer was closed; nothing was sent.
+	ErrClosed = errors.New("kafka: producer closed")
 )
 
-// IsUnavailable reports whether err says the cluster could not be reached
-// (as opposed to the cluster refusing this message). Retrying such an error
-// is the cluster's problem, not the message's: callers must not count it
-// against the message.
+// Three classes of produce errors, so that a caller that counts attempts
+// against a message (the outbox relay) charges only what is the message's
+// fault:
+//
+//   - not attempted ([IsNotAttempted]): the message was never judged by the
+//     cluster — the producer was closed, reset after a fatal error, or
+//     purged its queues. Send it again, count nothing.
+//   - unavailable ([IsUnavailable]): the cluster could not take it — no
+//     broker reachable, transport errors, timeouts, a partition without a
+//     leader (broker down, election), not enough in-sync replicas. Send it
+//     again later, count nothing, whether or not some broker still answers.
+//   - anything else is the message's fault and counts: too large, not
+//     authorised, invalid or unknown topic (a topic that does not exist is
+//     a wrong row or a missing deployment step; counting makes it FAILED and
+//     visible in `outbox-relay stats` instead of retried unseen forever),
+//     corrupt or invalid record, policy violations, and errors not listed.
+
+// unavailableCodes are the cluster's problems.
+var unavailableCodes = map[kafka.ErrorCode]bool{
+	kafka.ErrAllBrokersDown:               true,
+	kafka.ErrTransport:                    true,
+	kafka.ErrMsgTimedOut:                  true,
+	kafka.ErrTimedOut:                     true,
+	kafka.ErrTimedOutQueue:                true,
+	kafka.ErrRequestTimedOut:              true,
+	kafka.ErrNetworkException:             true,
+	kafka.ErrBrokerNotAvailable:           true,
+	kafka.ErrLeaderNotAvailable:           true,
+	kafka.ErrNotLeaderForPartition:        true,
+	kafka.ErrNotEnoughReplicas:            true,
+	kafka.ErrNotEnoughReplicasAfterAppend: true,
+	kafka.ErrKafkaStorageError:            true,
+	kafka.ErrFencedLeaderEpoch:            true,
+	kafka.ErrUnknownLeaderEpoch:           true,
+	kafka.ErrNotCoordinator:               true,
+	kafka.ErrCoordinatorNotAvailable:      true,
+	kafka.ErrResolve:                      true,
+	kafka.ErrWaitCoord:                    true,
+}
+
+// messageCodes are the message's problems, even where librdkafka flags
+// them retriable.
+var messageCodes = map[kafka.ErrorCode]bool{
+	kafka.ErrUnknownTopicOrPart: true,
+	kafka.ErrUnknownTopic:       true,
+	kafka.ErrUnknownPartition:   true,
+}
+
+// notAttemptedCodes: the message was dropped by the client, not judged.
+var notAttemptedCodes = map[kafka.ErrorCode]bool{
+	kafka.ErrPurgeQueue:    true,
+	kafka.ErrPurgeInflight: true,
+	kafka.ErrDestroy:       true,
+	kafka.ErrFatal:         true,
+	// A closed client answers every call with ErrState.
+	kafka.ErrState: true,
+}
+
+// IsNotAttempted reports whether err says the message was not judged by the
+// cluster at all: the producer was closed (ErrClosed, ErrState), reset after
+// a fatal error (ErrFatal, see [IsFatal]), destroyed, or purged its queue or
+// in-flight requests. Retry it without counting it against the message.
+func IsNotAttempted(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrClosed) || isFatal(err) {
+		return true
+	}
+	var kerr kafka.Error
+	return errors.As(err, &kerr) && notAttemptedCodes[kerr.Code()]
+}
+
+// IsUnavailable reports whether err says the cluster could not take the
+// message (as opposed to refusing this message): unreachable brokers,
+// timeouts, no partition leader, not enough in-sync replicas. Retrying it is
+// the cluster's problem, not the message's: callers must not count it
+// against the message, even when some broker still answers.
 func IsUnavailable(err error) bool {
 	if err == nil {
 		return false
@@ -28,16 +104,11 @@ func IsUnavailable(err error) bool {
 	if !errors.As(err, &kerr) {
 		return false
 	}
-	switch kerr.Code() {
-	case kafka.ErrAllBrokersDown, kafka.ErrTransport, kafka.ErrMsgTimedOut,
-		kafka.ErrTimedOut, kafka.ErrTimedOutQueue, kafka.ErrRequestTimedOut,
-		kafka.ErrNetworkException, kafka.ErrBrokerNotAvailable,
-		kafka.ErrLeaderNotAvailable, kafka.ErrNotLeaderForPartition,
-		kafka.ErrNotEnoughReplicas, kafka.ErrNotEnoughReplicasAfterAppend,
-		kafka.ErrNotCoordinator, kafka.ErrCoordinatorNotAvailable,
-		kafka.ErrResolve, kafka.ErrDestroy, kafka.ErrFatal,
-		kafka.ErrPurgeQueue, kafka.ErrPurgeInflight:
+	switch c := kerr.Code(); {
+	case unavailableCodes[c]:
 		return true
+	case messageCodes[c], notAttemptedCodes[c]:
+		return false
 	}
 	return kerr.IsRetriable() || kerr.IsTimeout()
 }

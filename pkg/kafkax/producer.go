@@ -24,16 +24,66 @@ type ProducerConfig struct {
 
 // Producer is a long-lived idempotent (acks=all) producer. ProduceBatch is
 // safe for concurrent use. After a fatal error (the idempotence guarantee
-// broken) the underlying client is replaced on the next call.
+// broken) the underlying client is replaced on the next call; the old one is
+// closed once the last call using it has returned, never under a call.
 type Producer struct {
 	logger *slog.Logger
 	cfg    ProducerConfig
 
 	mu     sync.RWMutex
-	p      *kafka.Producer
+	p      *client // current client; retired clients are never here
 	closed bool
 	// stopLogs ends each client's log bridge once that client is closed.
 	stopLogs map[*kafka.Producer]func()
+}
+
+// client is a librdkafka producer with the count of calls using it.
+type client struct {
+	p *kafka.Producer
+
+	mu      sync.Mutex
+	refs    int
+	retired bool
+	idle    chan struct{} // closed once retired with no call using it
+}
+
+func newClientRef(p *kafka.Producer) *client {
+	return &client{p: p, idle: make(chan struct{})}
+}
+
+// acquire counts a call; it fails once the client is retired. Callers take
+// it under Producer.mu (read), and retire runs under Producer.mu (write)
+// together with the swap of Producer.p, so the current client never fails.
+func (c *client) acquire() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.retired {
+		return false
+	}
+	c.refs++
+	return true
+}
+
+func (c *client) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refs--
+	if c.retired && c.refs == 0 {
+		close(c.idle)
+	}
+}
+
+// retire takes no new calls; idle closes when the last call returns.
+func (c *client) retire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.retired {
+		return
+	}
+	c.retired = true
+	if c.refs == 0 {
+		close(c.idle)
+	}
 }
 
 // producerEnforced are the settings that at-least-once, in-order delivery
@@ -66,7 +116,7 @@ func NewProducer(logger *slog.Logger, cfg ProducerConfig) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	pr.p = p
+	pr.p = newClientRef(p)
 	return pr, nil
 }
 
@@ -92,8 +142,12 @@ func (pr *Producer) newClient() (*kafka.Producer, error) {
 	return p, nil
 }
 
-// closeClient closes p and ends its log bridge.
-func (pr *Producer) closeClient(p *kafka.Producer) {
+// closeClient retires c, waits until no call uses it, then closes it and
+// ends its log bridge.
+func (pr *Producer) closeClient(c *client) {
+	c.retire()
+	<-c.idle
+	p := c.p
 	p.Close()
 	pr.mu.Lock()
 	stop := pr.stopLogs[p]
@@ -127,13 +181,15 @@ func (pr *Producer) ProduceBatch(ctx context.Context, msgs []Message) []error {
 	if len(msgs) == 0 {
 		return errs
 	}
-	p, err := pr.client()
+	c, err := pr.client()
 	if err != nil {
 		for i := range errs {
 			errs[i] = err
 		}
 		return errs
 	}
+	defer c.release()
+	p := c.p
 
 	// Buffered for the whole batch, so librdkafka's delivery thread never
 	// blocks on us even if we stop waiting.
@@ -185,7 +241,7 @@ func (pr *Producer) ProduceBatch(ctx context.Context, msgs []Message) []error {
 	}
 	for _, e := range errs {
 		if isFatal(e) {
-			pr.reset(p, e)
+			pr.reset(c, e)
 			break
 		}
 	}
@@ -220,26 +276,31 @@ func produceRetryingQueueFull(ctx context.Context, p *kafka.Producer, km *kafka.
 	}
 }
 
-func (pr *Producer) client() (*kafka.Producer, error) {
+// client returns the current client with a call counted on it (release it
+// when done), replacing a client in the fatal state first.
+func (pr *Producer) client() (*client, error) {
 	pr.mu.RLock()
-	p, closed := pr.p, pr.closed
+	c, closed := pr.p, pr.closed
+	if !closed && c != nil && c.p.GetFatalError() == nil && c.acquire() {
+		pr.mu.RUnlock()
+		return c, nil
+	}
 	pr.mu.RUnlock()
 	if closed {
-		return nil, errors.New("producer closed")
-	}
-	if p != nil {
-		if ferr := p.GetFatalError(); ferr == nil {
-			return p, nil
-		}
+		return nil, ErrClosed
 	}
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	if pr.p != nil && pr.p.GetFatalError() == nil {
+	if pr.closed {
+		return nil, ErrClosed
+	}
+	if pr.p != nil && pr.p.p.GetFatalError() == nil && pr.p.acquire() {
 		return pr.p, nil
 	}
 	if pr.p != nil {
-		pr.logger.Error("kafka: producer hit a fatal error; recreating it", "err", pr.p.GetFatalError())
+		pr.logger.Error("kafka: producer hit a fatal error; recreating it", "err", pr.p.p.GetFatalError())
 		old := pr.p
+		old.retire()
 		go pr.closeClient(old)
 	}
 	np, err := pr.newClient()
@@ -247,29 +308,37 @@ func (pr *Producer) client() (*kafka.Producer, error) {
 		pr.p = nil
 		return nil, err
 	}
-	pr.p = np
-	return np, nil
+	pr.p = newClientRef(np)
+	pr.p.acquire()
+	return pr.p, nil
 }
 
-// reset drops p after a fatal error so that the next call builds a new client.
-func (pr *Producer) reset(p *kafka.Producer, cause error) {
+// reset drops c after a fatal error so that the next call builds a new
+// client; c is closed once the calls still using it have returned.
+func (pr *Producer) reset(c *client, cause error) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	if pr.p != p {
+	if pr.p != c {
 		return
 	}
 	pr.logger.Error("kafka: producer hit a fatal error; recreating it", "err", cause)
 	pr.p = nil
-	go pr.closeClient(p)
+	c.retire()
+	go pr.closeClient(c)
 }
 
 // Probe asks the cluster for metadata of topic (or, when topic is "", for
 // the broker list only) and reports whether a broker answered within timeout.
 func (pr *Producer) Probe(ctx context.Context, topic string, timeout time.Duration) error {
-	p, err := pr.client()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c, err := pr.client()
 	if err != nil {
 		return err
 	}
+	defer c.release()
+	p := c.p
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
 		timeout = time.Until(dl)
 	}
@@ -290,16 +359,25 @@ func (pr *Producer) Probe(ctx context.Context, topic string, timeout time.Durati
 	return nil
 }
 
-// Close flushes what is queued (up to timeout) and closes the client.
+// Close flushes what is queued (up to timeout), purges what is left (its
+// calls get ErrPurgeQueue/ErrPurgeInflight: not attempted), and closes the
+// client once no call uses it. Calls after Close fail with ErrClosed.
 func (pr *Producer) Close(timeout time.Duration) {
 	pr.mu.Lock()
-	p := pr.p
+	c := pr.p
 	pr.closed = true
 	pr.p = nil
+	if c != nil {
+		c.retire()
+	}
 	pr.mu.Unlock()
-	if p == nil {
+	if c == nil {
 		return
 	}
-	p.Flush(int(timeout.Milliseconds()))
-	pr.closeClient(p)
+	if c.p.Flush(int(timeout.Milliseconds())) > 0 {
+		// A frozen or unreachable broker: do not let the close wait for
+		// requests that will not be answered.
+		_ = c.p.Purge(kafka.PurgeQueue | kafka.PurgeInFlight | kafka.PurgeNonBlocking)
+	}
+	pr.closeClient(c)
 }

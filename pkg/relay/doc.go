@@ -7,7 +7,11 @@
 //
 //  1. Claim: lease up to BatchSize due PENDING rows, oldest first, with
 //     FOR UPDATE SKIP LOCKED and a fresh lease token, so that relays never
-//     claim the same row while a lease holds.
+//     claim the same row while a lease holds. A claim also stops before its
+//     payloads pass MaxClaimBytes (16 MiB stored by default; the first row
+//     is always taken), so a run of large payloads cannot exhaust memory —
+//     which would crash every relay on the same rows forever, since a crash
+//     counts no attempt.
 //  2. Publish: send the whole batch through one long-lived idempotent
 //     producer, then wait for every delivery report (bounded by
 //     PublishTimeout).
@@ -41,14 +45,40 @@
 //
 // # Kafka outages do not burn attempts
 //
-// An error that says the cluster could not be reached ([ErrUnavailable]) is
-// confirmed with a probe. If no broker answers, the relay gives the leases
-// back without counting an attempt, reports "kafka" not ready, stops
-// claiming, and probes with capped backoff until a broker answers. If a
-// broker does answer, the error was about the message after all and counts.
-// Errors about the message itself (too large, not authorised, invalid topic)
-// always count. While PostgreSQL cannot be reached the relay reports
-// "postgres" not ready and retries with capped backoff.
+// Only errors that are the message's fault count an attempt: too large, not
+// authorised, invalid or unknown topic (a missing topic makes the rows
+// FAILED and visible instead of retried unseen), corrupt record, and errors
+// no class below claims.
+//
+// An error that says the cluster could not take the message
+// ([ErrUnavailable]: unreachable brokers, timeouts, a partition without a
+// leader, not enough in-sync replicas) never counts. The relay probes the
+// cluster: if no broker answers, it gives the leases back, reports "kafka"
+// not ready, stops claiming, and probes with capped backoff until a broker
+// answers. If a broker does answer (a partial outage: one broker down, an
+// election, too few replicas), it postpones the rows with backoff, recording
+// last_error but not counting an attempt
+// (route_passport_outbox_postponed_total).
+//
+// Messages the producer never submitted to the cluster ([ErrNotAttempted]:
+// the client was reset after a fatal error, closed, or purged its queues;
+// the relay is stopping) are given back at once. While stopping, the relay
+// does not probe at all (a metadata request ignores cancellation) and gives
+// unavailable rows back too.
+//
+// A row whose stored headers are not a JSON object of strings is not sent;
+// the decode error counts an attempt against that row alone.
+//
+// While PostgreSQL cannot be reached the relay reports "postgres" not ready
+// and retries with capped backoff.
+//
+// # Leases
+//
+// LockTimeout must be at least PublishTimeout + [LeaseMargin] (the
+// producer's 5s report hand-off and 5s for the marks). The one-by-one
+// re-send after message errors starts no send later than
+// LockTimeout − PublishTimeout − LeaseMargin after the claim, so its marks
+// still land within the lease; rows it cannot re-send in time are charged.
 //
 // # Pause
 //

@@ -8,6 +8,7 @@ type metrics struct {
 	retried       prometheus.Counter
 	failed        prometheus.Counter
 	released      prometheus.Counter
+	postponed     prometheus.Counter
 	pending       prometheus.Gauge
 	oldestAge     prometheus.Gauge
 	paused        prometheus.Gauge
@@ -35,6 +36,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		released: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "route_passport_outbox_released_total",
 			Help: "Leases given back without counting an attempt (Kafka unreachable, producer reset, shutdown).",
+		}),
+		postponed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "route_passport_outbox_postponed_total",
+			Help: "Rows rescheduled with backoff without counting an attempt: the cluster answers but could not take them (no leader, not enough replicas, timeouts).",
 		}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "route_passport_outbox_pending",
@@ -73,7 +78,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.published, m.retried, m.failed, m.released, m.pending, m.oldestAge,
+		reg.MustRegister(m.published, m.retried, m.failed, m.released, m.postponed, m.pending, m.oldestAge,
 			m.paused, m.publishTime, m.ingestToPub, m.claimedRows, m.kafkaOutages, m.lostLeaseRows)
 	}
 	return m

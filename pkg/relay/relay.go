@@ -27,9 +27,12 @@ type Row struct {
 	// Payload is the frozen event document (JSON), published unchanged.
 	Payload []byte
 	// Headers are the record headers stored with the row.
-	Headers   map[string]string
-	Attempts  int
-	CreatedAt time.Time
+	Headers map[string]string
+	// HeadersError says why the stored headers could not be decoded; the
+	// row is then not published and the error counts as an attempt.
+	HeadersError string
+	Attempts     int
+	CreatedAt    time.Time
 	// Token is the lease token of the claim that returned the row.
 	Token uuid.UUID
 }
@@ -67,9 +70,12 @@ type PendingSummary struct {
 // PENDING.
 type Outbox interface {
 	// Claim leases up to limit due PENDING rows, oldest first, for lease,
-	// skipping rows leased or locked by others. It returns nothing while the
-	// relays are paused.
-	Claim(ctx context.Context, limit int, lease time.Duration) ([]Row, error)
+	// skipping rows leased or locked by others, and stopping before the
+	// payloads' stored sizes exceed maxBytes (the first row is always
+	// taken). more reports that due rows were left out for the byte bound.
+	// It returns nothing while the relays are paused. When it fails after
+	// rows may have been leased, it gives those leases back itself.
+	Claim(ctx context.Context, limit int, maxBytes int64, lease time.Duration) (rows []Row, more bool, err error)
 	// MarkPublished marks rows PUBLISHED in one statement; it returns how
 	// many rows changed.
 	MarkPublished(ctx context.Context, leases []Lease) (int64, error)
@@ -78,6 +84,9 @@ type Outbox interface {
 	Retry(ctx context.Context, retries []Retry, maxAttempts int) ([]RetryResult, error)
 	// Release gives leases back without counting an attempt.
 	Release(ctx context.Context, leases []Lease) (int64, error)
+	// Postpone gives leases back without counting an attempt, recording the
+	// error in last_error and making each row due after its delay.
+	Postpone(ctx context.Context, retries []Retry) (int64, error)
 	// Paused reports whether an operator paused the relays.
 	Paused(ctx context.Context) (bool, error)
 	// Pending counts PENDING rows and the age of the oldest.
@@ -103,9 +112,12 @@ type Message struct {
 // Sentinels a Publisher wraps into its errors so the relay can tell the
 // cluster's problems from the message's.
 var (
-	// ErrUnavailable: no broker could be reached (all brokers down, metadata
-	// or produce timeouts without an answer). The relay confirms it with
-	// Probe and then does not count the attempt.
+	// ErrUnavailable: the cluster could not take the message for reasons of
+	// its own: no broker reachable, a partition without a leader, not
+	// enough in-sync replicas, timeouts. It never counts an attempt. The
+	// relay probes the cluster: if no broker answers it gives the leases
+	// back and waits for the cluster; if one does, it postpones the rows
+	// with backoff (last_error recorded, attempts unchanged).
 	ErrUnavailable = errors.New("kafka unavailable")
 	// ErrNotAttempted: the message was not tried through no fault of its own
 	// (the producer was being replaced after a fatal error, the relay is
@@ -141,11 +153,19 @@ type Config struct {
 	// Jitter is the largest random extra fraction of a retry delay
 	// (default 0.1; negative means none).
 	Jitter float64
-	// LockTimeout is the lease of a claimed row. It must exceed
-	// PublishTimeout plus the time to mark a batch.
+	// LockTimeout is the lease of a claimed row. It must be at least
+	// PublishTimeout + [LeaseMargin]: the publish may take PublishTimeout
+	// plus the producer's report hand-off, and the marks must land while
+	// the rows are still ours.
 	LockTimeout time.Duration
 	// BatchSize is the most rows per claim.
 	BatchSize int
+	// MaxClaimBytes bounds the payload bytes (as stored, pg_column_size)
+	// of one claim, so that a run of large payloads cannot exhaust the
+	// relay's memory: Workers × MaxClaimBytes (times the TOAST compression
+	// ratio, times about two for the producer's copy) is held at most.
+	// Default 16 MiB; a single larger row is still claimed, alone.
+	MaxClaimBytes int64
 	// PollInterval is the fallback poll when no notification arrives, and
 	// the period of the pause-flag read that drives the paused gauge.
 	PollInterval time.Duration
@@ -185,6 +205,7 @@ func (c Config) withDefaults() Config {
 	c.Jitter = max(c.Jitter, 0)
 	c.LockTimeout = cmp.Or(c.LockTimeout, 60*time.Second)
 	c.BatchSize = cmp.Or(c.BatchSize, 500)
+	c.MaxClaimBytes = cmp.Or(c.MaxClaimBytes, DefaultMaxClaimBytes)
 	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
 	c.PublishTimeout = cmp.Or(c.PublishTimeout, 30*time.Second)
 	c.ProbeMaxBackoff = cmp.Or(c.ProbeMaxBackoff, 30*time.Second)
@@ -204,13 +225,28 @@ func (c Config) Validate() error {
 		return errors.New("relay: MaxAttempts must be at least 1")
 	case c.MaxBackoff < c.InitialBackoff:
 		return errors.New("relay: MaxBackoff is less than InitialBackoff")
-	case c.LockTimeout <= c.PublishTimeout:
-		return errors.New("relay: LockTimeout must exceed PublishTimeout")
+	case c.LockTimeout < c.PublishTimeout+LeaseMargin:
+		return fmt.Errorf("relay: LockTimeout (%s) must be at least PublishTimeout (%s) + %s", c.LockTimeout, c.PublishTimeout, LeaseMargin)
 	case c.BatchSize < 1 || c.Workers < 1:
 		return errors.New("relay: BatchSize and Workers must be at least 1")
+	case c.MaxClaimBytes < 1:
+		return errors.New("relay: MaxClaimBytes must be positive")
 	}
 	return nil
 }
+
+// DefaultMaxClaimBytes is the default of Config.MaxClaimBytes.
+const DefaultMaxClaimBytes = 16 << 20
+
+// Lease budget: a batch's publish may last PublishTimeout plus the
+// producer's delivery-report margin (kafkax waits message.timeout.ms + 5s),
+// and its marks need time to land before the lease ends.
+const (
+	reportMargin = 5 * time.Second
+	markMargin   = 5 * time.Second
+	// LeaseMargin is what a lease must leave beyond PublishTimeout.
+	LeaseMargin = reportMargin + markMargin
+)
 
 // Relay moves outbox rows to Kafka. Build it with New, run it with Run, and
 // call Wake on every outbox notification.
@@ -326,7 +362,7 @@ func (r *Relay) worker(ctx context.Context, id int, wake chan struct{}) {
 			sleep(ctx, wake, r.cfg.PollInterval)
 			continue
 		}
-		rows, err := r.outbox.Claim(ctx, r.cfg.BatchSize, r.cfg.LockTimeout)
+		rows, more, err := r.outbox.Claim(ctx, r.cfg.BatchSize, r.cfg.MaxClaimBytes, r.cfg.LockTimeout)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -354,7 +390,7 @@ func (r *Relay) worker(ctx context.Context, id int, wake chan struct{}) {
 		}
 		r.m.claimedRows.Observe(float64(len(rows)))
 		r.process(ctx, rows)
-		if len(rows) < r.cfg.BatchSize {
+		if len(rows) < r.cfg.BatchSize && !more {
 			sleep(ctx, wake, r.cfg.PollInterval)
 		}
 	}
@@ -399,19 +435,40 @@ func classify(err error, ctxDone bool) outcome {
 }
 
 func (r *Relay) process(ctx context.Context, rows []Row) {
+	start := time.Now()
+	errs := make([]error, len(rows))
 	msgs := make([]Message, len(rows))
+	// A row whose stored headers do not decode is its own fault: it is not
+	// sent, and the error counts as an attempt; its neighbours go on.
+	var failed []int
+	send := make([]int, 0, len(rows))
 	for i := range rows {
+		if rows[i].HeadersError != "" {
+			errs[i] = errors.New(rows[i].HeadersError)
+			failed = append(failed, i)
+			continue
+		}
 		msgs[i] = toMessage(&rows[i])
+		send = append(send, i)
 	}
 
 	pubCtx, cancel := shutdownContext(ctx, r.cfg.ShutdownGrace)
 	defer cancel()
-	start := time.Now()
-	errs := r.pub.PublishBatch(pubCtx, msgs)
+	if len(send) == len(rows) {
+		copy(errs, r.pub.PublishBatch(pubCtx, msgs))
+	} else if len(send) > 0 {
+		batch := make([]Message, len(send))
+		for j, i := range send {
+			batch[j] = msgs[i]
+		}
+		for j, err := range r.pub.PublishBatch(pubCtx, batch) {
+			errs[send[j]] = err
+		}
+	}
 	r.m.publishTime.Observe(time.Since(start).Seconds())
 
 	var ok, back []Lease
-	var failed, unavail []int
+	var rejected, unavail []int
 	sortOut := func(i int, err error) {
 		switch classify(err, pubCtx.Err() != nil) {
 		case delivered:
@@ -422,46 +479,59 @@ func (r *Relay) process(ctx context.Context, rows []Row) {
 		case unavailable:
 			unavail = append(unavail, i)
 		default:
-			failed = append(failed, i)
+			rejected = append(rejected, i)
 		}
 	}
-	for i, err := range errs {
-		sortOut(i, err)
+	for _, i := range send {
+		sortOut(i, errs[i])
 	}
-	if len(failed) > 1 && len(failed) <= isolateMax {
+	if len(rejected) > 1 && len(rejected) <= isolateMax {
 		// A broker refuses a whole produce batch for one bad record (e.g.
 		// over max.message.bytes), failing its innocent neighbours with the
 		// same error. Send each failed message alone once, so that only the
 		// offender is charged an attempt.
-		// The pass stops at half the lease, so that the marks still land
-		// while the rows are ours.
-		again := failed
-		failed = nil
-		stopAt := start.Add(r.cfg.LockTimeout / 2)
+		// A send may take PublishTimeout plus the report margin, and the
+		// marks need theirs: no send starts after the last moment at which
+		// it can still end, and be marked, within the lease.
+		again := rejected
+		rejected = nil
+		stopAt := r.isolateDeadline(start)
 		for _, i := range again {
-			if time.Now().After(stopAt) {
-				failed = append(failed, i)
+			if ctx.Err() != nil || time.Now().After(stopAt) {
+				rejected = append(rejected, i)
 				continue
 			}
 			errs[i] = r.pub.PublishBatch(pubCtx, msgs[i:i+1])[0]
 			sortOut(i, errs[i])
 		}
 	}
+	failed = append(failed, rejected...)
+	var postponed []int
 	if len(unavail) > 0 {
-		if probeErr := r.confirmOutage(pubCtx, errs[unavail[0]]); probeErr != nil {
+		switch {
+		case ctx.Err() != nil:
+			// Stopping: give the rows back at once. A probe could take
+			// its whole timeout (a metadata request ignores cancellation)
+			// out of the shutdown budget, and decides nothing now.
 			for _, i := range unavail {
 				back = append(back, Lease{rows[i].ID, rows[i].Token})
 			}
-		} else {
-			// A broker answers: the cluster is up, so the error was about
-			// these messages (e.g. a topic that never gets a leader).
-			failed = append(failed, unavail...)
+		case r.confirmOutage(pubCtx, errs[unavail[0]]) != nil:
+			for _, i := range unavail {
+				back = append(back, Lease{rows[i].ID, rows[i].Token})
+			}
+		default:
+			// A broker answers, but the cluster could not take these
+			// messages (a partition without a leader, not enough in-sync
+			// replicas): still the cluster's fault, not the rows'. Retry
+			// later with backoff, without counting an attempt.
+			postponed = unavail
 		}
 	}
 
 	// Marks must land even while the relay is stopping: a published row
 	// left PENDING is published again after its lease expires.
-	markCtx, markCancel := shutdownContext(ctx, 5*time.Second)
+	markCtx, markCancel := shutdownContext(ctx, markMargin)
 	defer markCancel()
 	deadline := start.Add(r.cfg.LockTimeout)
 	if len(ok) > 0 {
@@ -480,6 +550,9 @@ func (r *Relay) process(ctx context.Context, rows []Row) {
 	if len(failed) > 0 {
 		r.recordFailures(markCtx, deadline, rows, errs, failed)
 	}
+	if len(postponed) > 0 {
+		r.postpone(markCtx, deadline, rows, errs, postponed)
+	}
 	if len(back) > 0 {
 		r.retryDB(markCtx, deadline, "release leases", func(c context.Context) error {
 			n, err := r.outbox.Release(c, back)
@@ -491,10 +564,23 @@ func (r *Relay) process(ctx context.Context, rows []Row) {
 	}
 }
 
+// isolateDeadline is the last moment a one-by-one re-send of a batch
+// claimed at start may begin: it may last PublishTimeout plus the report
+// margin, and its mark needs markMargin, all within the lease.
+func (r *Relay) isolateDeadline(start time.Time) time.Time {
+	return start.Add(r.cfg.LockTimeout - r.cfg.PublishTimeout - LeaseMargin)
+}
+
+// retryDelay is the backoff before a row's next try.
+func (r *Relay) retryDelay(row *Row) time.Duration {
+	r.rngMu.Lock()
+	defer r.rngMu.Unlock()
+	return Backoff(row.Attempts+1, r.cfg.InitialBackoff, r.cfg.MaxBackoff, r.cfg.Jitter, r.rng.Float64())
+}
+
 func (r *Relay) recordFailures(ctx context.Context, deadline time.Time, rows []Row, errs []error, idx []int) {
 	retries := make([]Retry, len(idx))
 	byID := make(map[uuid.UUID]int, len(idx))
-	r.rngMu.Lock()
 	for j, i := range idx {
 		row := &rows[i]
 		byID[row.ID] = i
@@ -502,10 +588,9 @@ func (r *Relay) recordFailures(ctx context.Context, deadline time.Time, rows []R
 			ID:    row.ID,
 			Token: row.Token,
 			Error: truncate(errs[i].Error(), 1000),
-			Delay: Backoff(row.Attempts+1, r.cfg.InitialBackoff, r.cfg.MaxBackoff, r.cfg.Jitter, r.rng.Float64()),
+			Delay: r.retryDelay(row),
 		}
 	}
-	r.rngMu.Unlock()
 	r.retryDB(ctx, deadline, "reschedule failed rows", func(c context.Context) error {
 		res, err := r.outbox.Retry(c, retries, r.cfg.MaxAttempts)
 		if err != nil {
@@ -527,6 +612,32 @@ func (r *Relay) recordFailures(ctx context.Context, deadline time.Time, rows []R
 			}
 		}
 		return nil
+	})
+}
+
+// postpone reschedules rows the cluster could not take, with backoff and
+// last_error, without counting an attempt.
+func (r *Relay) postpone(ctx context.Context, deadline time.Time, rows []Row, errs []error, idx []int) {
+	retries := make([]Retry, len(idx))
+	topics := map[string]int{}
+	for j, i := range idx {
+		row := &rows[i]
+		topics[row.Topic]++
+		retries[j] = Retry{
+			ID:    row.ID,
+			Token: row.Token,
+			Error: truncate(errs[i].Error(), 1000),
+			Delay: r.retryDelay(row),
+		}
+	}
+	r.retryDB(ctx, deadline, "postpone rows", func(c context.Context) error {
+		n, err := r.outbox.Postpone(c, retries)
+		if err == nil {
+			r.m.postponed.Add(float64(n))
+			r.logger.WarnContext(ctx, "relay: kafka answers but could not take these rows (no leader, not enough replicas?); retrying later without counting an attempt",
+				"rows", n, "rows_by_topic", topics, "err", errs[idx[0]])
+		}
+		return err
 	})
 }
 

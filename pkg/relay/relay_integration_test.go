@@ -9,13 +9,17 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pcp/route-processing/pkg/relay"
 	"github.com/pcp/route-processing/pkg/relay/relaytest"
@@ -101,7 +105,7 @@ func TestRelayRejectedMessage(t *testing.T) {
 	// One worker: two workers could each claim one of the rows (SKIP
 	// LOCKED) and still share a produce batch; see the package doc.
 	rr := b.start(t, relay.Config{MaxAttempts: 3, InitialBackoff: initial, MaxBackoff: maxBackoff, Workers: 1,
-		PollInterval: 100 * time.Millisecond, PublishTimeout: 5 * time.Second, LockTimeout: 10 * time.Second})
+		PollInterval: 100 * time.Millisecond, PublishTimeout: 5 * time.Second, LockTimeout: 20 * time.Second})
 
 	// Watch the row: each attempt's delay = next_attempt_at − updated_at
 	// (both set by the same statement).
@@ -133,9 +137,9 @@ func TestRelayRejectedMessage(t *testing.T) {
 	limit = "1048576"
 	_, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, small)
 	require.NoError(t, err)
-	n, err := b.outbox.Requeue(ctx, store.RequeueFilter{Failed: true})
+	res, err := b.outbox.Requeue(ctx, store.RequeueFilter{Failed: true})
 	require.NoError(t, err)
-	require.EqualValues(t, 1, n)
+	require.EqualValues(t, 1, res.Requeued)
 	eventually(t, 30*time.Second, "requeued row PUBLISHED", func() bool {
 		return relaytest.Get(t, b.pool, big.ID).Status == "PUBLISHED"
 	})
@@ -162,7 +166,7 @@ func TestRelayKafkaOutage(t *testing.T) {
 	b := setup(t, broker.Addr())
 	topic := testenv.CreateTopic(t, broker.Addr(), "outage", 2)
 	rr := b.start(t, relay.Config{MaxAttempts: 3, InitialBackoff: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
-		PollInterval: 200 * time.Millisecond, PublishTimeout: time.Second, LockTimeout: 3 * time.Second,
+		PollInterval: 200 * time.Millisecond, PublishTimeout: time.Second, LockTimeout: time.Second + relay.LeaseMargin,
 		ProbeMaxBackoff: 500 * time.Millisecond})
 
 	for i := 0; i < 10; i++ {
@@ -263,8 +267,9 @@ func TestRelayLeaseTakeover(t *testing.T) {
 	}
 	ctx := context.Background()
 	const lease = 2 * time.Second
-	dead, err := b.outbox.Claim(ctx, 100, lease) // the relay that is killed mid-batch
+	claimed, err := b.outbox.Claim(ctx, store.ClaimLimits{Rows: 100}, lease) // the relay that is killed mid-batch
 	require.NoError(t, err)
+	dead := claimed.Rows
 	require.Len(t, dead, 10)
 	claimedAt := time.Now()
 
@@ -470,4 +475,65 @@ func TestRelayRetentionAndGauges(t *testing.T) {
 		return rr.metric(t, "route_passport_outbox_pending") == 0 && rr.metric(t, "route_passport_outbox_oldest_pending_age_seconds") == 0
 	})
 	require.Equal(t, "PUBLISHED", relaytest.Get(t, b.pool, rows[2].ID).Status, "recently published rows are kept")
+}
+
+// TestRelayPartitionWithoutReplicasCountsNoAttempt: the broker answers
+// metadata (the probe succeeds) but refuses every produce with
+// NOT_ENOUGH_REPLICAS, as a partition whose replicas are down does. That is
+// the cluster's fault: no attempt is counted and no row becomes FAILED,
+// however long it lasts; last_error says why; all is published afterwards.
+func TestRelayPartitionWithoutReplicasCountsNoAttempt(t *testing.T) {
+	t.Parallel()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1))
+	require.NoError(t, err)
+	t.Cleanup(cluster.Close)
+	addr := cluster.ListenAddrs()[0]
+	b := setup(t, addr)
+	topic := testenv.CreateTopic(t, addr, "no-isr", 1)
+	var refuse atomic.Bool
+	refuse.Store(true)
+	var refused atomic.Int64
+	cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		if !refuse.Load() {
+			return nil, nil, false
+		}
+		refused.Add(1)
+		pr := req.(*kmsg.ProduceRequest)
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		resp.Version = pr.Version
+		for _, rt := range pr.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.NotEnoughReplicas.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+
+	rr := b.start(t, relay.Config{MaxAttempts: 2, InitialBackoff: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
+		PollInterval: 100 * time.Millisecond, PublishTimeout: time.Second, LockTimeout: time.Second + relay.LeaseMargin})
+	rows := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic}, relaytest.Row{Topic: topic})
+
+	// MaxAttempts × (PublishTimeout + MaxBackoff) is about 2s: stay refused
+	// for several times that.
+	eventually(t, 15*time.Second, "rows postponed", func() bool { return rr.metric(t, "route_passport_outbox_postponed_total") >= 4 })
+	for _, r := range rows {
+		st := relaytest.Get(t, b.pool, r.ID)
+		require.Equal(t, "PENDING", st.Status)
+		require.Zero(t, st.Attempts, "no attempt counted while the partition lacks replicas")
+		require.NotNil(t, st.LastError)
+		t.Logf("last_error: %s", *st.LastError)
+	}
+	require.Zero(t, rr.metric(t, "route_passport_outbox_failed_total"))
+	require.Zero(t, rr.metric(t, "route_passport_outbox_retry_total"))
+	require.Positive(t, refused.Load())
+
+	refuse.Store(false)
+	eventually(t, 30*time.Second, "published once replicas are back", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") == 2 })
+	require.Zero(t, relaytest.Get(t, b.pool, rows[0].ID).Attempts)
 }

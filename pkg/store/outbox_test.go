@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +28,12 @@ func setupOutbox(t *testing.T) (context.Context, *outboxBundle) {
 	return ctx, &outboxBundle{pool: pool, outbox: store.NewOutbox(pool)}
 }
 
+// claim claims up to n rows with no byte bound.
+func claim(ctx context.Context, b *outboxBundle, n int, lease time.Duration) ([]store.OutboxRow, error) {
+	c, err := b.outbox.Claim(ctx, store.ClaimLimits{Rows: n}, lease)
+	return c.Rows, err
+}
+
 func leasesOf(rows []store.OutboxRow) []store.Lease {
 	out := make([]store.Lease, len(rows))
 	for i, r := range rows {
@@ -46,7 +53,7 @@ func TestOutboxClaim(t *testing.T) {
 			ins = append(ins, relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t", Payload: []byte(`{"n": 1, "a": [1, 2]}`),
 				Headers: map[string]string{"type": "X", "traceparent": "00-abc"}})...)
 		}
-		rows, err := b.outbox.Claim(ctx, 10, time.Minute)
+		rows, err := claim(ctx, b, 10, time.Minute)
 		require.NoError(t, err)
 		require.Len(t, rows, 3)
 		for i, r := range rows {
@@ -65,22 +72,22 @@ func TestOutboxClaim(t *testing.T) {
 		t.Parallel()
 		ctx, b := setupOutbox(t)
 		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
-		first, err := b.outbox.Claim(ctx, 1, time.Minute)
+		first, err := claim(ctx, b, 1, time.Minute)
 		require.NoError(t, err)
 		require.Len(t, first, 1)
-		second, err := b.outbox.Claim(ctx, 10, time.Minute)
+		second, err := claim(ctx, b, 10, time.Minute)
 		require.NoError(t, err)
 		require.Len(t, second, 1)
 		require.NotEqual(t, first[0].ID, second[0].ID)
 		require.NotEqual(t, first[0].Token, second[0].Token)
-		third, err := b.outbox.Claim(ctx, 10, time.Minute)
+		third, err := claim(ctx, b, 10, time.Minute)
 		require.NoError(t, err)
 		require.Empty(t, third)
 
 		future := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"})[0]
 		_, err = b.pool.Exec(ctx, `update route_passport_outbox set next_attempt_at = now() + interval '1 hour' where id = $1`, future.ID)
 		require.NoError(t, err)
-		none, err := b.outbox.Claim(ctx, 10, time.Minute)
+		none, err := claim(ctx, b, 10, time.Minute)
 		require.NoError(t, err)
 		require.Empty(t, none)
 	})
@@ -89,11 +96,11 @@ func TestOutboxClaim(t *testing.T) {
 		t.Parallel()
 		ctx, b := setupOutbox(t)
 		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"})
-		old, err := b.outbox.Claim(ctx, 10, 50*time.Millisecond)
+		old, err := claim(ctx, b, 10, 50*time.Millisecond)
 		require.NoError(t, err)
 		require.Len(t, old, 1)
 		time.Sleep(100 * time.Millisecond)
-		cur, err := b.outbox.Claim(ctx, 10, time.Minute)
+		cur, err := claim(ctx, b, 10, time.Minute)
 		require.NoError(t, err)
 		require.Len(t, cur, 1)
 
@@ -128,11 +135,11 @@ func TestOutboxClaim(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, c.Paused)
 		require.Equal(t, "incident 42", c.Reason)
-		rows, err := b.outbox.Claim(ctx, 10, time.Minute)
+		rows, err := claim(ctx, b, 10, time.Minute)
 		require.NoError(t, err)
 		require.Empty(t, rows)
 		require.NoError(t, b.outbox.SetPaused(ctx, false, "", "test"))
-		rows, err = b.outbox.Claim(ctx, 10, time.Minute)
+		rows, err = claim(ctx, b, 10, time.Minute)
 		require.NoError(t, err)
 		require.Len(t, rows, 1)
 	})
@@ -145,7 +152,7 @@ func TestOutboxRetry(t *testing.T) {
 	for attempt := 1; attempt <= 3; attempt++ {
 		_, err := b.pool.Exec(ctx, `update route_passport_outbox set next_attempt_at = now() where id = $1`, row.ID)
 		require.NoError(t, err)
-		rows, err := b.outbox.Claim(ctx, 10, time.Minute)
+		rows, err := claim(ctx, b, 10, time.Minute)
 		require.NoError(t, err)
 		require.Len(t, rows, 1)
 		require.Equal(t, attempt-1, rows[0].Attempts)
@@ -167,28 +174,28 @@ func TestOutboxRetry(t *testing.T) {
 	}
 
 	t.Run("StatsAndRequeue", func(t *testing.T) {
-		s, err := b.outbox.Stats(ctx)
+		s, err := b.outbox.Stats(ctx, false)
 		require.NoError(t, err)
 		require.EqualValues(t, 1, s.Counts["FAILED"])
 		require.Equal(t, []store.FailureGroup{{LastError: "too large", Count: 1}}, s.Failures)
 
-		n, err := b.outbox.Requeue(ctx, store.RequeueFilter{Failed: true})
+		res, err := b.outbox.Requeue(ctx, store.RequeueFilter{Failed: true})
 		require.NoError(t, err)
-		require.EqualValues(t, 1, n)
+		require.EqualValues(t, 1, res.Requeued)
 		st := relaytest.Get(t, b.pool, row.ID)
 		require.Equal(t, "PENDING", st.Status)
 		require.Zero(t, st.Attempts)
 		require.WithinDuration(t, time.Now(), st.NextAttemptAt, 5*time.Second)
 
 		id := row.ID
-		n, err = b.outbox.Requeue(ctx, store.RequeueFilter{ID: &id})
+		res, err = b.outbox.Requeue(ctx, store.RequeueFilter{ID: &id})
 		require.NoError(t, err)
-		require.EqualValues(t, 1, n)
+		require.EqualValues(t, 1, res.Requeued)
 		other := uuid.New()
-		n, err = b.outbox.Requeue(ctx, store.RequeueFilter{RouteID: &other})
-		require.NoError(t, err)
-		require.Zero(t, n)
-		s, err = b.outbox.Stats(ctx)
+		res, err = b.outbox.Requeue(ctx, store.RequeueFilter{RouteID: &other})
+		require.ErrorIs(t, err, store.ErrNoRows, "a route id that matches nothing is an error")
+		require.Zero(t, res.Requeued)
+		s, err = b.outbox.Stats(ctx, false)
 		require.NoError(t, err)
 		require.EqualValues(t, 1, s.Counts["PENDING"])
 		require.Greater(t, s.OldestPendingAgeSeconds, 0.0)
@@ -199,7 +206,7 @@ func TestOutboxReleaseAndRetention(t *testing.T) {
 	t.Parallel()
 	ctx, b := setupOutbox(t)
 	relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
-	rows, err := b.outbox.Claim(ctx, 10, time.Minute)
+	rows, err := claim(ctx, b, 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, rows, 3)
 	n, err := b.outbox.Release(ctx, leasesOf(rows[2:]))
@@ -217,10 +224,230 @@ func TestOutboxReleaseAndRetention(t *testing.T) {
 	n, err = b.outbox.DeletePublished(ctx, time.Hour, 1000)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
-	s, err := b.outbox.Stats(ctx)
+	s, err := b.outbox.Stats(ctx, true)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"PENDING": 1, "PUBLISHED": 1, "FAILED": 0}, s.Counts)
+	require.True(t, s.PublishedExact)
 	p, err := b.outbox.Pending(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, p.Pending)
+}
+
+// TestOutboxClaimByteBudget: a claim stops before its payloads' stored sizes
+// pass the budget (always keeping the first row) and says that more are due.
+func TestOutboxClaimByteBudget(t *testing.T) {
+	t.Parallel()
+	ctx, b := setupOutbox(t)
+	big := make([]byte, 0, 200_000)
+	big = append(big, `{"blob":"`...)
+	for i := 0; len(big) < 200_000; i++ {
+		big = append(big, uuid.New().String()...) // poorly compressible
+	}
+	big = append(big, `"}`...)
+	for i := 0; i < 5; i++ {
+		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t", Payload: big})
+	}
+	var size int64
+	require.NoError(t, b.pool.QueryRow(ctx, `select max(pg_column_size(payload)) from route_passport_outbox`).Scan(&size))
+	t.Logf("stored payload size %d bytes (text %d)", size, len(big))
+
+	c, err := b.outbox.Claim(ctx, store.ClaimLimits{Rows: 10, Bytes: 2*size + size/2}, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, c.Rows, 2, "two rows fit the budget")
+	require.True(t, c.More)
+
+	c, err = b.outbox.Claim(ctx, store.ClaimLimits{Rows: 10, Bytes: 1}, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, c.Rows, 1, "a row larger than the budget is still claimed, alone")
+	require.True(t, c.More)
+
+	c, err = b.outbox.Claim(ctx, store.ClaimLimits{Rows: 10, Bytes: 16 << 20}, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, c.Rows, 2)
+	require.False(t, c.More, "everything due was claimed")
+
+	var leased int
+	require.NoError(t, b.pool.QueryRow(ctx, `select count(*) from route_passport_outbox where locked_until > now()`).Scan(&leased))
+	require.Equal(t, 5, leased, "rows left out of a claim are not leased by it")
+}
+
+// TestOutboxClaimBadHeaders: a row whose headers are not a JSON object of
+// strings does not fail the claim of its neighbours.
+func TestOutboxClaimBadHeaders(t *testing.T) {
+	t.Parallel()
+	ctx, b := setupOutbox(t)
+	rows := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
+	_, err := b.pool.Exec(ctx, `update route_passport_outbox set headers = '{"type": 5}' where id = $1`, rows[1].ID)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `update route_passport_outbox set headers = '["type"]' where id = $1`, rows[2].ID)
+	require.NoError(t, err)
+	claimed, err := claim(ctx, b, 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, claimed, 3)
+	byID := map[uuid.UUID]store.OutboxRow{}
+	for _, r := range claimed {
+		byID[r.ID] = r
+	}
+	require.Empty(t, byID[rows[0].ID].HeadersError)
+	require.Equal(t, rows[0].Headers, byID[rows[0].ID].Headers)
+	for _, r := range rows[1:] {
+		require.Contains(t, byID[r.ID].HeadersError, "headers are not a JSON object of strings")
+		require.Nil(t, byID[r.ID].Headers)
+	}
+}
+
+// TestOutboxFailedClaimReleasesItsLeases: a claim that fails after its
+// statement ran (here a row the driver cannot scan) gives its leases back
+// instead of stranding the batch until the lease expires.
+func TestOutboxFailedClaimReleasesItsLeases(t *testing.T) {
+	t.Parallel()
+	ctx, b := setupOutbox(t)
+	rows := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
+	_, err := b.pool.Exec(ctx, `update route_passport_outbox set created_at = 'infinity' where id = $1`, rows[2].ID)
+	require.NoError(t, err)
+	_, err = claim(ctx, b, 10, time.Hour)
+	require.Error(t, err)
+	for _, r := range rows {
+		require.Nil(t, relaytest.Get(t, b.pool, r.ID).LockedUntil, "lease of %s given back", r.ID)
+	}
+}
+
+func TestOutboxPostpone(t *testing.T) {
+	t.Parallel()
+	ctx, b := setupOutbox(t)
+	row := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"})[0]
+	rows, err := claim(ctx, b, 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	before := time.Now()
+	n, err := b.outbox.Postpone(ctx, []store.Retry{{ID: row.ID, Token: uuid.New(), Error: "x", Delay: time.Minute}})
+	require.NoError(t, err)
+	require.Zero(t, n, "a foreign token changes nothing")
+	n, err = b.outbox.Postpone(ctx, []store.Retry{{ID: row.ID, Token: rows[0].Token, Error: "Local: Message timed out", Delay: 10 * time.Second}})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	st := relaytest.Get(t, b.pool, row.ID)
+	require.Equal(t, "PENDING", st.Status)
+	require.Zero(t, st.Attempts, "no attempt counted")
+	require.Equal(t, "Local: Message timed out", *st.LastError)
+	require.Nil(t, st.LockedUntil)
+	require.WithinDuration(t, before.Add(10*time.Second), st.NextAttemptAt, 2*time.Second)
+}
+
+// TestOutboxRequeueSkipsInFlight: a requeue by id does not clear the lease of
+// a PENDING row a relay is publishing, so that relay's mark still lands and
+// no second relay publishes it meanwhile.
+func TestOutboxRequeueSkipsInFlight(t *testing.T) {
+	t.Parallel()
+	ctx, b := setupOutbox(t)
+	rows := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
+	claimed, err := b.outbox.Claim(ctx, store.ClaimLimits{Rows: 1}, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, claimed.Rows, 1)
+	leased := claimed.Rows[0]
+
+	res, err := b.outbox.Requeue(ctx, store.RequeueFilter{ID: &leased.ID})
+	require.NoError(t, err)
+	require.Equal(t, store.RequeueResult{Requeued: 0, InFlight: 1}, res)
+	n, err := b.outbox.MarkPublished(ctx, leasesOf(claimed.Rows))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "the holder's lease survived the requeue")
+
+	other := rows[0]
+	if other.ID == leased.ID {
+		other = rows[1]
+	}
+	res, err = b.outbox.Requeue(ctx, store.RequeueFilter{ID: &other.ID})
+	require.NoError(t, err)
+	require.Equal(t, store.RequeueResult{Requeued: 1}, res, "an unleased PENDING row is requeued")
+	res, err = b.outbox.Requeue(ctx, store.RequeueFilter{RouteID: &leased.RouteID})
+	require.NoError(t, err)
+	require.Equal(t, store.RequeueResult{Requeued: 1}, res, "a PUBLISHED row is requeued")
+	missing := uuid.New()
+	_, err = b.outbox.Requeue(ctx, store.RequeueFilter{ID: &missing})
+	require.ErrorIs(t, err, store.ErrNoRows)
+	res, err = b.outbox.Requeue(ctx, store.RequeueFilter{Failed: true})
+	require.NoError(t, err, "--failed matching nothing is not an error")
+	require.Zero(t, res.Requeued)
+}
+
+// TestOutboxRetentionUsesIndex: the sweep finds its rows through the
+// PUBLISHED partial index on published_at, not by reading the heap.
+func TestOutboxRetentionUsesIndex(t *testing.T) {
+	t.Parallel()
+	ctx, b := setupOutbox(t)
+	relaytest.Seed(t, b.pool, 10_000, "a", "b")
+	_, err := b.pool.Exec(ctx, `update route_passport_outbox set status = 'PUBLISHED', published_at = now() - interval '1 minute'`)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `vacuum analyze route_passport_outbox`)
+	require.NoError(t, err)
+	rows, err := b.pool.Query(ctx, `explain `+store.DeletePublishedSQL, time.Hour.Microseconds(), 1000)
+	require.NoError(t, err)
+	var lines []string
+	for rows.Next() {
+		var l string
+		require.NoError(t, rows.Scan(&l))
+		lines = append(lines, l)
+	}
+	require.NoError(t, rows.Err())
+	text := strings.Join(lines, "\n")
+	t.Logf("plan:\n%s", text)
+	require.Contains(t, text, "route_passport_outbox_published_idx")
+	require.NotContains(t, text, "Seq Scan")
+	n, err := b.outbox.DeletePublished(ctx, time.Hour, 1000)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+// TestOutboxRetentionSkipsLockedRows: two sweeps at once split the rows; one
+// does not wait for the other's locks.
+func TestOutboxRetentionSkipsLockedRows(t *testing.T) {
+	t.Parallel()
+	ctx, b := setupOutbox(t)
+	relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
+	_, err := b.pool.Exec(ctx, `update route_passport_outbox set status = 'PUBLISHED', published_at = now() - interval '2 hours'`)
+	require.NoError(t, err)
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	var locked uuid.UUID
+	require.NoError(t, tx.QueryRow(ctx, `select id from route_passport_outbox order by id limit 1 for update`).Scan(&locked))
+
+	sweepCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	n, err := b.outbox.DeletePublished(sweepCtx, time.Hour, 1000)
+	require.NoError(t, err, "the sweep did not wait for the other's lock")
+	require.EqualValues(t, 2, n)
+	require.NoError(t, tx.Rollback(ctx))
+	n, err = b.outbox.DeletePublished(ctx, time.Hour, 1000)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+}
+
+// TestOutboxStatsEstimatesPublished: PUBLISHED comes from the table's
+// statistics unless exact is asked for; PENDING and FAILED are exact.
+func TestOutboxStatsEstimatesPublished(t *testing.T) {
+	t.Parallel()
+	ctx, b := setupOutbox(t)
+	relaytest.Seed(t, b.pool, 500, "a", "b")
+	_, err := b.pool.Exec(ctx, `update route_passport_outbox set status = 'PUBLISHED', published_at = now()
+where id in (select id from route_passport_outbox order by id limit 900)`)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `update route_passport_outbox set status = 'FAILED'
+where id in (select id from route_passport_outbox where status = 'PENDING' order by id limit 30)`)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `vacuum analyze route_passport_outbox`)
+	require.NoError(t, err)
+
+	s, err := b.outbox.Stats(ctx, false)
+	require.NoError(t, err)
+	require.False(t, s.PublishedExact)
+	require.EqualValues(t, 70, s.Counts["PENDING"])
+	require.EqualValues(t, 30, s.Counts["FAILED"])
+	require.InDelta(t, 900, s.Counts["PUBLISHED"], 90, "estimate")
+
+	s, err = b.outbox.Stats(ctx, true)
+	require.NoError(t, err)
+	require.True(t, s.PublishedExact)
+	require.EqualValues(t, 900, s.Counts["PUBLISHED"])
 }

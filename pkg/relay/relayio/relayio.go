@@ -20,16 +20,16 @@ type Outbox struct{ *store.Outbox }
 var _ relay.Outbox = Outbox{}
 
 // Claim implements relay.Outbox.
-func (o Outbox) Claim(ctx context.Context, limit int, lease time.Duration) ([]relay.Row, error) {
-	rows, err := o.Outbox.Claim(ctx, limit, lease)
+func (o Outbox) Claim(ctx context.Context, limit int, maxBytes int64, lease time.Duration) ([]relay.Row, bool, error) {
+	c, err := o.Outbox.Claim(ctx, store.ClaimLimits{Rows: limit, Bytes: maxBytes}, lease)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	out := make([]relay.Row, len(rows))
-	for i, r := range rows {
+	out := make([]relay.Row, len(c.Rows))
+	for i, r := range c.Rows {
 		out[i] = relay.Row(r)
 	}
-	return out, nil
+	return out, c.More, nil
 }
 
 func leases(ls []relay.Lease) []store.Lease {
@@ -48,6 +48,15 @@ func (o Outbox) MarkPublished(ctx context.Context, ls []relay.Lease) (int64, err
 // Release implements relay.Outbox.
 func (o Outbox) Release(ctx context.Context, ls []relay.Lease) (int64, error) {
 	return o.Outbox.Release(ctx, leases(ls))
+}
+
+// Postpone implements relay.Outbox.
+func (o Outbox) Postpone(ctx context.Context, rs []relay.Retry) (int64, error) {
+	in := make([]store.Retry, len(rs))
+	for i, r := range rs {
+		in[i] = store.Retry(r)
+	}
+	return o.Outbox.Postpone(ctx, in)
 }
 
 // Retry implements relay.Outbox.
@@ -104,14 +113,18 @@ func (p Publisher) PublishBatch(ctx context.Context, msgs []relay.Message) []err
 	return errs
 }
 
-// classify wraps err with the relay sentinel that says whose fault it is.
+// classify wraps err with the relay sentinel that says whose fault it is:
+// ErrNotAttempted (the message was never judged: producer reset or closed,
+// purged, shutting down), ErrUnavailable (the cluster's fault: never counts
+// an attempt), or nothing (the message's fault: counts an attempt).
 func classify(ctx context.Context, err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case kafkax.IsFatal(err):
-		// The producer is replaced; the message itself was never refused.
-		return fmt.Errorf("%w: producer reset: %w", relay.ErrNotAttempted, err)
+	case kafkax.IsNotAttempted(err):
+		// The producer was reset after a fatal error, closed, or purged
+		// its queues: the message itself was never refused.
+		return fmt.Errorf("%w: %w", relay.ErrNotAttempted, err)
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return fmt.Errorf("%w: %w", relay.ErrNotAttempted, err)
 	case kafkax.IsUnavailable(err):
