@@ -1,0 +1,223 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeOutbox records what the relay asks of the outbox.
+type fakeOutbox struct {
+	mu        sync.Mutex
+	published []Lease
+	retried   []Retry
+	released  []Lease
+	postponed []Retry
+}
+
+func (f *fakeOutbox) Claim(context.Context, int, int64, time.Duration) ([]Row, bool, error) {
+	return nil, false, nil
+}
+
+func (f *fakeOutbox) MarkPublished(_ context.Context, ls []Lease) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.published = append(f.published, ls...)
+	return int64(len(ls)), nil
+}
+
+func (f *fakeOutbox) Retry(_ context.Context, rs []Retry, _ int) ([]RetryResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.retried = append(f.retried, rs...)
+	out := make([]RetryResult, len(rs))
+	for i, r := range rs {
+		out[i] = RetryResult{ID: r.ID, Status: "PENDING", Attempts: 1}
+	}
+	return out, nil
+}
+
+func (f *fakeOutbox) Release(_ context.Context, ls []Lease) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.released = append(f.released, ls...)
+	return int64(len(ls)), nil
+}
+
+func (f *fakeOutbox) Postpone(_ context.Context, rs []Retry) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.postponed = append(f.postponed, rs...)
+	return int64(len(rs)), nil
+}
+
+func (f *fakeOutbox) Paused(context.Context) (bool, error) { return false, nil }
+
+func (f *fakeOutbox) Pending(context.Context) (PendingSummary, error) {
+	return PendingSummary{}, nil
+}
+
+func (f *fakeOutbox) DeletePublished(context.Context, time.Duration, int) (int64, error) {
+	return 0, nil
+}
+
+// fakePublisher answers each PublishBatch with publish(msgs) and each Probe
+// with probe().
+type fakePublisher struct {
+	mu      sync.Mutex
+	batches [][]Message
+	probes  int
+	publish func(ctx context.Context, msgs []Message) []error
+	probe   func(ctx context.Context) error
+}
+
+func (p *fakePublisher) PublishBatch(ctx context.Context, msgs []Message) []error {
+	p.mu.Lock()
+	p.batches = append(p.batches, msgs)
+	p.mu.Unlock()
+	return p.publish(ctx, msgs)
+}
+
+func (p *fakePublisher) Probe(ctx context.Context, _ time.Duration) error {
+	p.mu.Lock()
+	p.probes++
+	p.mu.Unlock()
+	if p.probe == nil {
+		return nil
+	}
+	return p.probe(ctx)
+}
+
+func all(err error) func(context.Context, []Message) []error {
+	return func(_ context.Context, msgs []Message) []error {
+		errs := make([]error, len(msgs))
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+}
+
+func newTestRelay(t *testing.T, ob Outbox, pub Publisher, cfg Config) *Relay {
+	t.Helper()
+	r, err := New(slog.New(slog.NewTextHandler(io.Discard, nil)), ob, pub, cfg)
+	require.NoError(t, err)
+	r.runCtx = context.Background()
+	return r
+}
+
+func testRows(n int) []Row {
+	rows := make([]Row, n)
+	token := uuid.New()
+	for i := range rows {
+		id := uuid.New()
+		rows[i] = Row{ID: id, RouteID: uuid.New(), EventType: "E", Topic: "t", Key: "k",
+			Payload: []byte(`{}`), Headers: map[string]string{"eventId": id.String()}, CreatedAt: time.Now(), Token: token}
+	}
+	return rows
+}
+
+// TestUnavailableWhileClusterAnswersCountsNoAttempt: a partition without a
+// leader or without enough replicas fails messages with an unavailable-class
+// error while another broker answers the probe. Nothing is charged: the rows
+// are postponed with backoff and last_error, not retried with attempts + 1.
+func TestUnavailableWhileClusterAnswersCountsNoAttempt(t *testing.T) {
+	t.Parallel()
+	ob := &fakeOutbox{}
+	cause := errors.New("Local: Message timed out (after NOT_ENOUGH_REPLICAS)")
+	pub := &fakePublisher{publish: all(errors.Join(ErrUnavailable, cause))}
+	r := newTestRelay(t, ob, pub, Config{InitialBackoff: time.Second, MaxBackoff: time.Minute})
+	rows := testRows(3)
+	r.process(context.Background(), rows)
+
+	require.Equal(t, 1, pub.probes, "the cluster was probed")
+	require.Empty(t, ob.retried, "no attempt counted")
+	require.Len(t, ob.postponed, 3)
+	for _, p := range ob.postponed {
+		require.Contains(t, p.Error, "NOT_ENOUGH_REPLICAS")
+		require.GreaterOrEqual(t, p.Delay, time.Second)
+	}
+	require.False(t, r.kafkaDown.Load(), "a broker answers: no outage mode")
+}
+
+// TestStoppingSkipsTheProbe: when the relay is stopping, unavailable rows are
+// given back at once; no probe (a metadata request that ignores cancellation)
+// eats the shutdown budget.
+func TestStoppingSkipsTheProbe(t *testing.T) {
+	t.Parallel()
+	ob := &fakeOutbox{}
+	ctx, cancel := context.WithCancel(context.Background())
+	pub := &fakePublisher{
+		publish: func(_ context.Context, msgs []Message) []error {
+			cancel() // SIGTERM while the batch waits for its reports
+			return all(ErrUnavailable)(nil, msgs)
+		},
+		probe: func(context.Context) error {
+			time.Sleep(5 * time.Second) // GetMetadata against a frozen broker
+			return ErrUnavailable
+		},
+	}
+	r := newTestRelay(t, ob, pub, Config{})
+	start := time.Now()
+	r.process(ctx, testRows(2))
+	require.Less(t, time.Since(start), 2*time.Second)
+	require.Zero(t, pub.probes)
+	require.Len(t, ob.released, 2)
+	require.Empty(t, ob.retried)
+}
+
+// TestBadHeadersChargeOnlyTheirRow: a row whose headers did not decode is
+// charged an attempt with the reason; its neighbours are published.
+func TestBadHeadersChargeOnlyTheirRow(t *testing.T) {
+	t.Parallel()
+	ob := &fakeOutbox{}
+	pub := &fakePublisher{publish: all(nil)}
+	r := newTestRelay(t, ob, pub, Config{})
+	rows := testRows(3)
+	rows[1].Headers, rows[1].HeadersError = nil, "outbox row headers are not a JSON object of strings: boom"
+	r.process(context.Background(), rows)
+
+	require.Len(t, pub.batches, 1)
+	require.Len(t, pub.batches[0], 2, "the bad row is not sent")
+	require.ElementsMatch(t, []Lease{{rows[0].ID, rows[0].Token}, {rows[2].ID, rows[2].Token}}, ob.published)
+	require.Len(t, ob.retried, 1)
+	require.Equal(t, rows[1].ID, ob.retried[0].ID)
+	require.Contains(t, ob.retried[0].Error, "headers are not a JSON object")
+}
+
+// TestIsolationEndsBeforeTheLease: the one-by-one re-send after message
+// errors starts no send that could outlast the lease (a send may take
+// PublishTimeout + the report margin, the marks need theirs).
+func TestIsolationEndsBeforeTheLease(t *testing.T) {
+	t.Parallel()
+	ob := &fakeOutbox{}
+	rejected := errors.New("Broker: Message size too large")
+	pub := &fakePublisher{publish: func(_ context.Context, msgs []Message) []error {
+		if len(msgs) == 1 {
+			time.Sleep(200 * time.Millisecond) // a slow single send
+		}
+		return all(rejected)(nil, msgs)
+	}}
+	// The isolation window is LockTimeout − PublishTimeout − LeaseMargin =
+	// 500ms: sends start at about 0, 200 and 400ms, and no more.
+	r := newTestRelay(t, ob, pub, Config{PublishTimeout: time.Second, LockTimeout: time.Second + LeaseMargin + 500*time.Millisecond})
+	r.process(context.Background(), testRows(8))
+
+	singles := len(pub.batches) - 1
+	require.Equal(t, 3, singles, "single sends started within the window")
+	require.Len(t, ob.retried, 8, "every row charged (each failed alone or was not re-sent)")
+}
+
+func TestValidateLeaseMargin(t *testing.T) {
+	t.Parallel()
+	require.Error(t, Config{PublishTimeout: 30 * time.Second, LockTimeout: 39 * time.Second}.Validate())
+	require.NoError(t, Config{PublishTimeout: 30 * time.Second, LockTimeout: 40 * time.Second}.Validate())
+	require.NoError(t, Config{}.Validate(), "the defaults (60s lease, 30s publish) fit")
+}
