@@ -52,7 +52,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 
 	client := kafkax.ClientConfig{
 		BootstrapServers: cfg.KafkaBootstrapServers,
-		Properties:       cfg.KafkaProperties,
+		Properties:       cfg.ProducerProperties(),
 		ClientID:         "route-passport-ingestor",
 	}
 	producer, err := kafkax.NewProducer(logger, kafkax.ProducerConfig{ClientConfig: client, DeliveryTimeout: 30 * time.Second})
@@ -60,6 +60,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 		return err
 	}
 	defer producer.Close(5 * time.Second)
+	client.Properties = cfg.ConsumerProperties()
 	consumer, err := kafkax.NewConsumer(logger, kafkax.ConsumerConfig{ClientConfig: client, GroupID: cfg.ConsumerGroup, Topic: cfg.TopicInput})
 	if err != nil {
 		return err

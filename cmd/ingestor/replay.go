@@ -60,7 +60,7 @@ func runDLQReplay(ctx context.Context, args, environ []string, stdout, stderr io
 
 	client := kafkax.ClientConfig{
 		BootstrapServers: cc.KafkaBootstrapServers,
-		Properties:       cc.KafkaProperties,
+		Properties:       cc.ConsumerProperties(),
 		ClientID:         "pcp-route-processing-dlq-replay",
 	}
 	reader, err := kafkax.NewReader(logger, kafkax.ReaderConfig{
@@ -77,6 +77,7 @@ func runDLQReplay(ctx context.Context, args, environ []string, stdout, stderr io
 	// A dry run creates no producer at all, so it cannot send anything.
 	var producer dlqreplay.Producer
 	if !opts.DryRun {
+		client.Properties = cc.ProducerProperties()
 		p, err := kafkax.NewProducer(logger, kafkax.ProducerConfig{ClientConfig: client, DeliveryTimeout: 30 * time.Second})
 		if err != nil {
 			return err

@@ -56,7 +56,7 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	producer, err := kafkax.NewProducer(logger, kafkax.ProducerConfig{
 		ClientConfig: kafkax.ClientConfig{
 			BootstrapServers: cfg.KafkaBootstrapServers,
-			Properties:       cfg.KafkaProperties,
+			Properties:       cfg.ProducerProperties(),
 			ClientID:         "pcp-outbox-relay",
 		},
 		DeliveryTimeout: cfg.PublishTimeout,

@@ -28,6 +28,35 @@ func (e *Error) Error() string { return fmt.Sprintf("config: %s: %s", e.Var, e.R
 // joined by dots, so the mapping is lossless.
 const KafkaPropertyPrefix = "KAFKA_PROPERTY_"
 
+// Prefixes of librdkafka properties for one kind of client only.
+const (
+	KafkaConsumerPropertyPrefix = "KAFKA_CONSUMER_PROPERTY_"
+	KafkaProducerPropertyPrefix = "KAFKA_PRODUCER_PROPERTY_"
+)
+
+// ConsumerProperties are the librdkafka properties of a consumer:
+// KAFKA_PROPERTY_* overridden by KAFKA_CONSUMER_PROPERTY_*.
+func (c Common) ConsumerProperties() map[string]string {
+	return mergeProps(c.KafkaProperties, c.KafkaConsumerProperties)
+}
+
+// ProducerProperties are the librdkafka properties of a producer:
+// KAFKA_PROPERTY_* overridden by KAFKA_PRODUCER_PROPERTY_*.
+func (c Common) ProducerProperties() map[string]string {
+	return mergeProps(c.KafkaProperties, c.KafkaProducerProperties)
+}
+
+func mergeProps(base, over map[string]string) map[string]string {
+	out := make(map[string]string, len(base)+len(over))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
+}
+
 // Common settings of both binaries.
 type Common struct {
 	// DatabaseURL is the PostgreSQL connection string (DATABASE_URL, required).
@@ -38,6 +67,13 @@ type Common struct {
 	// KafkaProperties are extra librdkafka properties from KAFKA_PROPERTY_*
 	// variables (TLS, SASL, tuning). Values may be secrets: log keys only.
 	KafkaProperties map[string]string
+	// KafkaConsumerProperties (KAFKA_CONSUMER_PROPERTY_*) and
+	// KafkaProducerProperties (KAFKA_PRODUCER_PROPERTY_*) apply to one kind
+	// of client only and override KafkaProperties, so a consumer-only
+	// setting such as group.instance.id does not make librdkafka warn in
+	// every producer.
+	KafkaConsumerProperties map[string]string
+	KafkaProducerProperties map[string]string
 
 	TopicInput             string // TOPIC_INPUT
 	TopicInputDLQ          string // TOPIC_INPUT_DLQ
@@ -201,17 +237,19 @@ func (r *reader) fail(name, reason string) {
 
 func (r *reader) common() Common {
 	return Common{
-		DatabaseURL:            r.required("DATABASE_URL"),
-		KafkaBootstrapServers:  r.required("KAFKA_BOOTSTRAP_SERVERS"),
-		KafkaProperties:        r.kafkaProperties(),
-		TopicInput:             r.str("TOPIC_INPUT", "pcp.request.survey-georeference.v1"),
-		TopicInputDLQ:          r.str("TOPIC_INPUT_DLQ", "pcp.request.survey-georeference-dlq.v1"),
-		TopicProcessedRoute:    r.str("TOPIC_PROCESSED_ROUTE", "pcp.route.in.v1"),
-		TopicRouteGeoreference: r.str("TOPIC_ROUTE_GEOREFERENCE", "pcp.route.georeference.v1"),
-		HTTPAddr:               r.str("HTTP_ADDR", ":8080"),
-		LogFormat:              r.oneOf("LOG_FORMAT", "json", "json", "text"),
-		LogLevel:               r.level("LOG_LEVEL"),
-		MessageKey:             r.oneOf("OUTBOX_MESSAGE_KEY", "traceId", "traceId", "routeId"),
+		DatabaseURL:             r.required("DATABASE_URL"),
+		KafkaBootstrapServers:   r.required("KAFKA_BOOTSTRAP_SERVERS"),
+		KafkaProperties:         r.kafkaProperties(KafkaPropertyPrefix),
+		KafkaConsumerProperties: r.kafkaProperties(KafkaConsumerPropertyPrefix),
+		KafkaProducerProperties: r.kafkaProperties(KafkaProducerPropertyPrefix),
+		TopicInput:              r.str("TOPIC_INPUT", "pcp.request.survey-georeference.v1"),
+		TopicInputDLQ:           r.str("TOPIC_INPUT_DLQ", "pcp.request.survey-georeference-dlq.v1"),
+		TopicProcessedRoute:     r.str("TOPIC_PROCESSED_ROUTE", "pcp.route.in.v1"),
+		TopicRouteGeoreference:  r.str("TOPIC_ROUTE_GEOREFERENCE", "pcp.route.georeference.v1"),
+		HTTPAddr:                r.str("HTTP_ADDR", ":8080"),
+		LogFormat:               r.oneOf("LOG_FORMAT", "json", "json", "text"),
+		LogLevel:                r.level("LOG_LEVEL"),
+		MessageKey:              r.oneOf("OUTBOX_MESSAGE_KEY", "traceId", "traceId", "routeId"),
 	}
 }
 
@@ -285,17 +323,17 @@ func (r *reader) duration(name string, def time.Duration, zeroOK bool) time.Dura
 	return v
 }
 
-func (r *reader) kafkaProperties() map[string]string {
+func (r *reader) kafkaProperties(prefix string) map[string]string {
 	props := map[string]string{}
 	var keys []string
 	for k := range r.env {
-		if strings.HasPrefix(k, KafkaPropertyPrefix) {
+		if strings.HasPrefix(k, prefix) {
 			keys = append(keys, k)
 		}
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		name := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(k, KafkaPropertyPrefix), "_", "."))
+		name := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(k, prefix), "_", "."))
 		if name == "" {
 			r.fail(k, "names no librdkafka property")
 			continue

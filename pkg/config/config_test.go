@@ -132,3 +132,17 @@ func TestKafkaToolNeedsNoDatabase(t *testing.T) {
 	_, err = LoadKafkaTool([]string{"DATABASE_URL=postgres://x"})
 	require.ErrorContains(t, err, "KAFKA_BOOTSTRAP_SERVERS")
 }
+
+func TestKafkaPropertiesPerClient(t *testing.T) {
+	t.Parallel()
+	c, err := LoadIngestor(env(
+		"KAFKA_PROPERTY_SECURITY_PROTOCOL=SASL_SSL",
+		"KAFKA_PROPERTY_LINGER_MS=5",
+		"KAFKA_CONSUMER_PROPERTY_GROUP_INSTANCE_ID=ingestor-0",
+		"KAFKA_PRODUCER_PROPERTY_LINGER_MS=20",
+	))
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"security.protocol": "SASL_SSL", "linger.ms": "5", "group.instance.id": "ingestor-0"}, c.ConsumerProperties())
+	require.Equal(t, map[string]string{"security.protocol": "SASL_SSL", "linger.ms": "20"}, c.ProducerProperties())
+	require.NotContains(t, c.KafkaProperties, "group.instance.id")
+}
