@@ -31,7 +31,7 @@ type stackOptions struct {
 	// that values over the contract's 1 MiB limit can be produced at all.
 	InputMaxMessageBytes int
 	// StaticMember gives the ingestor a group.instance.id (and a 6 s
-	// session) through KAFKA_PROPERTY_*, as an operator would for a
+	// session) through KAFKA_CONSUMER_PROPERTY_*, as an operator would for a
 	// crash-looping pod: a restarted ingestor takes its predecessor's place
 	// in the group at once instead of waiting for the killed member's
 	// session to expire (librdkafka's default is 45 s, longer than the 1–3 s
@@ -118,8 +118,8 @@ func newStack(t *testing.T, bins Binaries, name string, opts stackOptions) *stac
 	)
 	if opts.StaticMember {
 		ingEnv = append(ingEnv,
-			"KAFKA_PROPERTY_GROUP_INSTANCE_ID="+name+"-ingestor",
-			"KAFKA_PROPERTY_SESSION_TIMEOUT_MS=6000")
+			"KAFKA_CONSUMER_PROPERTY_GROUP_INSTANCE_ID="+name+"-ingestor",
+			"KAFKA_CONSUMER_PROPERTY_SESSION_TIMEOUT_MS=6000")
 	}
 	relayEnv := append(append([]string{}, common...),
 		// Short leases and backoffs so that a killed relay's rows and a
