@@ -173,10 +173,6 @@ func LoadIngestor(environ []string) (Ingestor, error) {
 // plus 5s to mark the batch (relay.LeaseMargin).
 const LeaseMargin = 10 * time.Second
 
-// minPublishTimeout is the shortest publish timeout derived from a short
-// lease when OUTBOX_PUBLISH_TIMEOUT is not set.
-const minPublishTimeout = time.Second
-
 // LoadRelay reads the relay's configuration from environ (os.Environ form).
 func LoadRelay(environ []string) (Relay, error) {
 	r := newReader(environ)
@@ -197,16 +193,17 @@ func LoadRelay(environ []string) (Relay, error) {
 		r.fail("OUTBOX_MAX_BACKOFF", fmt.Sprintf("%s is less than OUTBOX_INITIAL_BACKOFF (%s)", c.MaxBackoff, c.InitialBackoff))
 	}
 	if r.err == nil && c.LockTimeout < c.PublishTimeout+LeaseMargin {
-		// A lease must outlive the wait for its batch's delivery reports
-		// (the publish timeout plus the producer's 5s hand-off margin) and
-		// the marks after it, or a second relay could take rows that are
-		// still in flight and publish them twice.
-		if _, set := r.env["OUTBOX_PUBLISH_TIMEOUT"]; set {
-			r.fail("OUTBOX_LOCK_TIMEOUT", fmt.Sprintf("%s must be at least OUTBOX_PUBLISH_TIMEOUT (%s) + %s", c.LockTimeout, c.PublishTimeout, LeaseMargin))
-		} else if c.LockTimeout-LeaseMargin >= minPublishTimeout {
-			c.PublishTimeout = c.LockTimeout - LeaseMargin
-		} else {
-			r.fail("OUTBOX_LOCK_TIMEOUT", fmt.Sprintf("%s leaves no room for a publish: it must be at least %s (OUTBOX_PUBLISH_TIMEOUT, %s at least, + %s)", c.LockTimeout, minPublishTimeout+LeaseMargin, minPublishTimeout, LeaseMargin))
+		// A lease should outlive the wait for its batch's delivery reports
+		// (the publish timeout plus the producer's hand-off margin) and the
+		// marks after it, or a second relay could take rows that are still
+		// in flight and publish them twice (never lose them: marks check
+		// the lease token). When the publish timeout was not set, derive it
+		// from the lease; short leases (tests, drills) keep half for the
+		// margins.
+		if _, set := r.env["OUTBOX_PUBLISH_TIMEOUT"]; !set {
+			c.PublishTimeout = max(c.LockTimeout-LeaseMargin, c.LockTimeout/2)
+		} else if c.LockTimeout <= c.PublishTimeout {
+			r.fail("OUTBOX_LOCK_TIMEOUT", fmt.Sprintf("%s must exceed OUTBOX_PUBLISH_TIMEOUT (%s), by %s or more", c.LockTimeout, c.PublishTimeout, LeaseMargin))
 		}
 	}
 	return c, r.err

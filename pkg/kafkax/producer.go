@@ -214,7 +214,7 @@ func (pr *Producer) ProduceBatch(ctx context.Context, msgs []Message) []error {
 
 	// librdkafka's own timeout (message.timeout.ms) bounds each delivery;
 	// the margin covers report hand-off.
-	timer := time.NewTimer(pr.cfg.DeliveryTimeout + 5*time.Second)
+	timer := time.NewTimer(pr.cfg.DeliveryTimeout + reportMargin(pr.cfg.DeliveryTimeout))
 	defer timer.Stop()
 	waiting := make([]bool, len(msgs))
 	for i := range msgs {
@@ -380,4 +380,11 @@ func (pr *Producer) Close(timeout time.Duration) {
 		_ = c.p.Purge(kafka.PurgeQueue | kafka.PurgeInFlight | kafka.PurgeNonBlocking)
 	}
 	pr.closeClient(c)
+}
+
+// reportMargin is how long ProduceBatch waits for delivery reports beyond
+// message.timeout.ms, which librdkafka enforces only approximately: 5 s,
+// or half the timeout when that is shorter (short timeouts in tests).
+func reportMargin(deliveryTimeout time.Duration) time.Duration {
+	return min(5*time.Second, max(deliveryTimeout/2, 100*time.Millisecond))
 }

@@ -153,10 +153,11 @@ type Config struct {
 	// Jitter is the largest random extra fraction of a retry delay
 	// (default 0.1; negative means none).
 	Jitter float64
-	// LockTimeout is the lease of a claimed row. It must be at least
-	// PublishTimeout + [LeaseMargin]: the publish may take PublishTimeout
-	// plus the producer's report hand-off, and the marks must land while
-	// the rows are still ours.
+	// LockTimeout is the lease of a claimed row. It must exceed
+	// PublishTimeout, and should by [LeaseMargin]: the publish may take
+	// PublishTimeout plus the producer's report hand-off, and the marks must
+	// land while the rows are still ours (a shorter lease risks duplicates,
+	// never losses: marks check the lease token).
 	LockTimeout time.Duration
 	// BatchSize is the most rows per claim.
 	BatchSize int
@@ -225,8 +226,8 @@ func (c Config) Validate() error {
 		return errors.New("relay: MaxAttempts must be at least 1")
 	case c.MaxBackoff < c.InitialBackoff:
 		return errors.New("relay: MaxBackoff is less than InitialBackoff")
-	case c.LockTimeout < c.PublishTimeout+LeaseMargin:
-		return fmt.Errorf("relay: LockTimeout (%s) must be at least PublishTimeout (%s) + %s", c.LockTimeout, c.PublishTimeout, LeaseMargin)
+	case c.LockTimeout <= c.PublishTimeout:
+		return fmt.Errorf("relay: LockTimeout (%s) must exceed PublishTimeout (%s), by %s or more", c.LockTimeout, c.PublishTimeout, LeaseMargin)
 	case c.BatchSize < 1 || c.Workers < 1:
 		return errors.New("relay: BatchSize and Workers must be at least 1")
 	case c.MaxClaimBytes < 1:
