@@ -12,7 +12,7 @@ flags=${TEST_FLAGS:--race -count=1 -timeout 20m -p 2}
 go test $flags -v "${@:-./...}" >"$log" 2>&1
 rc=$?
 
-grep -E '^(--- (PASS|FAIL|SKIP)|ok |FAIL|panic:|[a-z-]+: .*lost=)' "$log"
+grep -E '^(--- (PASS|FAIL|SKIP)|ok |FAIL|panic:|[a-z-]+: produced=)' "$log"
 if [ $rc -ne 0 ]; then
   echo
   echo "== output of failing tests (full log: $log) =="
