@@ -5,23 +5,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcp/route-processing/pkg/ingest"
 	"github.com/pcp/route-processing/pkg/kafkax"
 )
 
-// Header names of a dead-lettered record (contract §4). The kafka_dlt-*
-// names and encodings are Spring Kafka's DeadLetterPublishingRecoverer's.
+// The dead-letter header names are the ingestor's, which writes them
+// (ingest.Header*, contract §4).
 const (
-	HeaderOriginalTopic         = "kafka_dlt-original-topic"
-	HeaderOriginalPartition     = "kafka_dlt-original-partition"      // 4-byte big-endian int
-	HeaderOriginalOffset        = "kafka_dlt-original-offset"         // 8-byte big-endian long
-	HeaderOriginalTimestamp     = "kafka_dlt-original-timestamp"      // 8-byte big-endian long, epoch ms
-	HeaderOriginalTimestampType = "kafka_dlt-original-timestamp-type" // CreateTime | LogAppendTime
-	HeaderOriginalGroup         = "kafka_dlt-original-consumer-group"
-	HeaderExceptionFQCN         = "kafka_dlt-exception-fqcn"
-	HeaderExceptionMessage      = "kafka_dlt-exception-message"
-	HeaderErrorCategory         = "pcp-error-category" // CONTRACT | RETRYABLE | FATAL
-	HeaderErrorField            = "pcp-error-field"
-
 	// Headers with these prefixes describe the dead-lettering, not the
 	// record; a replay drops them all.
 	dltHeaderPrefix = "kafka_dlt-"
@@ -59,19 +49,19 @@ func DecodeInfo(hs []kafkax.Header) Info {
 	info := Info{OriginalPartition: -1, OriginalOffset: -1}
 	for _, h := range hs {
 		switch h.Key {
-		case HeaderOriginalTopic:
+		case ingest.HeaderOriginalTopic:
 			info.OriginalTopic = string(h.Value)
-		case HeaderOriginalPartition:
+		case ingest.HeaderOriginalPartition:
 			info.OriginalPartition = -1
 			if len(h.Value) == 4 {
 				info.OriginalPartition = int32(binary.BigEndian.Uint32(h.Value))
 			}
-		case HeaderOriginalOffset:
+		case ingest.HeaderOriginalOffset:
 			info.OriginalOffset = -1
 			if len(h.Value) == 8 {
 				info.OriginalOffset = int64(binary.BigEndian.Uint64(h.Value))
 			}
-		case HeaderOriginalTimestamp:
+		case ingest.HeaderOriginalTimestamp:
 			info.OriginalTimestamp = time.Time{}
 			// -1 (or any negative value) means the original had none.
 			if len(h.Value) == 8 {
@@ -79,17 +69,17 @@ func DecodeInfo(hs []kafkax.Header) Info {
 					info.OriginalTimestamp = time.UnixMilli(ms).UTC()
 				}
 			}
-		case HeaderOriginalTimestampType:
+		case ingest.HeaderOriginalTimestampType:
 			info.OriginalTimestampType = string(h.Value)
-		case HeaderOriginalGroup:
+		case ingest.HeaderOriginalGroup:
 			info.OriginalGroup = string(h.Value)
-		case HeaderExceptionFQCN:
+		case ingest.HeaderExceptionFQCN:
 			info.ExceptionFQCN = string(h.Value)
-		case HeaderExceptionMessage:
+		case ingest.HeaderExceptionMessage:
 			info.ExceptionMessage = string(h.Value)
-		case HeaderErrorCategory:
+		case ingest.HeaderErrorCategory:
 			info.Category = string(h.Value)
-		case HeaderErrorField:
+		case ingest.HeaderErrorField:
 			info.Field = string(h.Value)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pcp/route-processing/pkg/ingest"
 	"github.com/pcp/route-processing/pkg/kafkax"
 )
 
@@ -18,16 +19,16 @@ func h(k string, v []byte) kafkax.Header { return kafkax.Header{Key: k, Value: v
 // dlqHeaders are headers as the ingestor (and Spring Kafka) write them.
 func dlqHeaders(category, field string) []kafkax.Header {
 	return []kafkax.Header{
-		h(HeaderOriginalTopic, []byte("pcp.request.survey-georeference.v1")),
-		h(HeaderOriginalPartition, be32(3)),
-		h(HeaderOriginalOffset, be64(1234)),
-		h(HeaderOriginalTimestamp, be64(1777371300000)),
-		h(HeaderOriginalTimestampType, []byte("CreateTime")),
-		h(HeaderOriginalGroup, []byte("pcp-route-processing-service")),
-		h(HeaderExceptionFQCN, []byte("ContractError")),
-		h(HeaderExceptionMessage, []byte("data.geometry: ring not closed")),
-		h(HeaderErrorCategory, []byte(category)),
-		h(HeaderErrorField, []byte(field)),
+		h(ingest.HeaderOriginalTopic, []byte("pcp.request.survey-georeference.v1")),
+		h(ingest.HeaderOriginalPartition, be32(3)),
+		h(ingest.HeaderOriginalOffset, be64(1234)),
+		h(ingest.HeaderOriginalTimestamp, be64(1777371300000)),
+		h(ingest.HeaderOriginalTimestampType, []byte("CreateTime")),
+		h(ingest.HeaderOriginalGroup, []byte("pcp-route-processing-service")),
+		h(ingest.HeaderExceptionFQCN, []byte("ContractError")),
+		h(ingest.HeaderExceptionMessage, []byte("data.geometry: ring not closed")),
+		h(ingest.HeaderErrorCategory, []byte(category)),
+		h(ingest.HeaderErrorField, []byte(field)),
 	}
 }
 
@@ -63,40 +64,40 @@ func TestDecodeInfo(t *testing.T) {
 		{
 			name: "big-endian, not little-endian, and full width",
 			headers: []kafkax.Header{
-				h(HeaderOriginalPartition, []byte{0, 0, 1, 2}),
-				h(HeaderOriginalOffset, []byte{0, 0, 0, 1, 0, 0, 0, 2}),
-				h(HeaderOriginalTimestamp, []byte{0, 0, 0, 0, 0, 0, 0x03, 0xe8}),
+				h(ingest.HeaderOriginalPartition, []byte{0, 0, 1, 2}),
+				h(ingest.HeaderOriginalOffset, []byte{0, 0, 0, 1, 0, 0, 0, 2}),
+				h(ingest.HeaderOriginalTimestamp, []byte{0, 0, 0, 0, 0, 0, 0x03, 0xe8}),
 			},
 			want: Info{OriginalPartition: 258, OriginalOffset: 1<<32 + 2, OriginalTimestamp: time.Unix(1, 0).UTC()},
 		},
 		{
 			name: "wrong widths are unknown, not misread",
 			headers: []kafkax.Header{
-				h(HeaderOriginalPartition, be64(3)),
-				h(HeaderOriginalOffset, be32(7)),
-				h(HeaderOriginalTimestamp, []byte("1777371300000")),
+				h(ingest.HeaderOriginalPartition, be64(3)),
+				h(ingest.HeaderOriginalOffset, be32(7)),
+				h(ingest.HeaderOriginalTimestamp, []byte("1777371300000")),
 			},
 			want: Info{OriginalPartition: -1, OriginalOffset: -1},
 		},
 		{
 			name:    "timestamp -1: the original had none",
-			headers: []kafkax.Header{h(HeaderOriginalTimestamp, be64(-1)), h(HeaderOriginalTimestampType, []byte("NoTimestampType"))},
+			headers: []kafkax.Header{h(ingest.HeaderOriginalTimestamp, be64(-1)), h(ingest.HeaderOriginalTimestampType, []byte("NoTimestampType"))},
 			want:    Info{OriginalPartition: -1, OriginalOffset: -1, OriginalTimestampType: "NoTimestampType"},
 		},
 		{
 			name: "a malformed later header overrides an earlier valid one",
 			headers: []kafkax.Header{
-				h(HeaderOriginalPartition, be32(3)),
-				h(HeaderOriginalPartition, nil),
+				h(ingest.HeaderOriginalPartition, be32(3)),
+				h(ingest.HeaderOriginalPartition, nil),
 			},
 			want: Info{OriginalPartition: -1, OriginalOffset: -1},
 		},
 		{
 			name: "repeated headers: the last one wins",
 			headers: append(dlqHeaders("RETRYABLE", "old"),
-				h(HeaderErrorCategory, []byte("CONTRACT")),
-				h(HeaderErrorField, []byte("data.id")),
-				h(HeaderOriginalOffset, be64(99)),
+				h(ingest.HeaderErrorCategory, []byte("CONTRACT")),
+				h(ingest.HeaderErrorField, []byte("data.id")),
+				h(ingest.HeaderOriginalOffset, be64(99)),
 			),
 			want: func() Info {
 				i := DecodeInfo(dlqHeaders("CONTRACT", "data.id"))
@@ -180,12 +181,12 @@ func TestStripDLQHeaders(t *testing.T) {
 // FuzzDecodeInfo: header values come from whoever wrote to the DLQ; no
 // value may panic the decoder, and stripping keeps only non-DLQ headers.
 func FuzzDecodeInfo(f *testing.F) {
-	f.Add(HeaderOriginalPartition, []byte{0, 0, 0, 3})
-	f.Add(HeaderOriginalOffset, []byte{1, 2, 3})
-	f.Add(HeaderOriginalTimestamp, be64(-1))
+	f.Add(ingest.HeaderOriginalPartition, []byte{0, 0, 0, 3})
+	f.Add(ingest.HeaderOriginalOffset, []byte{1, 2, 3})
+	f.Add(ingest.HeaderOriginalTimestamp, be64(-1))
 	f.Add("traceparent", []byte("x"))
 	f.Fuzz(func(t *testing.T, key string, value []byte) {
-		hs := []kafkax.Header{h(key, value), h(HeaderErrorCategory, value)}
+		hs := []kafkax.Header{h(key, value), h(ingest.HeaderErrorCategory, value)}
 		_ = DecodeInfo(hs)
 		for _, s := range StripDLQHeaders(hs) {
 			if IsDLQHeader(s.Key) {

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/dlqreplay"
+	"github.com/pcp/route-processing/pkg/ingest"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
 
@@ -48,7 +49,7 @@ func TestReplayIntegration(t *testing.T) {
 		})
 		dlq := testenv.Consume(t, s.bootstrap, s.dlq, 1, 90*time.Second)
 		require.Len(t, dlq, 1)
-		cat, _ := dlq[0].Header(dlqreplay.HeaderErrorCategory)
+		cat, _ := dlq[0].Header(ingest.HeaderErrorCategory)
 		require.Equal(t, dlqreplay.CategoryContract, cat, "dead-lettered as a contract error")
 		require.Equal(t, value, dlq[0].Value)
 		ing.stop(t)
@@ -199,17 +200,17 @@ func bigPassport(t *testing.T, id string) []byte {
 // dlqHeaders are the headers the ingestor adds to a dead-lettered record.
 func dlqHeaders(category, field string) []testenv.Header {
 	hs := []testenv.Header{
-		{Key: dlqreplay.HeaderOriginalTopic, Value: []byte("pcp.request.survey-georeference.v1")},
-		{Key: dlqreplay.HeaderOriginalPartition, Value: binary.BigEndian.AppendUint32(nil, 3)},
-		{Key: dlqreplay.HeaderOriginalOffset, Value: binary.BigEndian.AppendUint64(nil, 1234)},
-		{Key: dlqreplay.HeaderOriginalTimestamp, Value: binary.BigEndian.AppendUint64(nil, 1777371300000)},
-		{Key: dlqreplay.HeaderOriginalTimestampType, Value: []byte("CreateTime")},
-		{Key: dlqreplay.HeaderExceptionFQCN, Value: []byte("ContractError")},
-		{Key: dlqreplay.HeaderExceptionMessage, Value: []byte("data.geometry: ring not closed")},
-		{Key: dlqreplay.HeaderErrorCategory, Value: []byte(category)},
+		{Key: ingest.HeaderOriginalTopic, Value: []byte("pcp.request.survey-georeference.v1")},
+		{Key: ingest.HeaderOriginalPartition, Value: binary.BigEndian.AppendUint32(nil, 3)},
+		{Key: ingest.HeaderOriginalOffset, Value: binary.BigEndian.AppendUint64(nil, 1234)},
+		{Key: ingest.HeaderOriginalTimestamp, Value: binary.BigEndian.AppendUint64(nil, 1777371300000)},
+		{Key: ingest.HeaderOriginalTimestampType, Value: []byte("CreateTime")},
+		{Key: ingest.HeaderExceptionFQCN, Value: []byte("ContractError")},
+		{Key: ingest.HeaderExceptionMessage, Value: []byte("data.geometry: ring not closed")},
+		{Key: ingest.HeaderErrorCategory, Value: []byte(category)},
 	}
 	if field != "" {
-		hs = append(hs, testenv.Header{Key: dlqreplay.HeaderErrorField, Value: []byte(field)})
+		hs = append(hs, testenv.Header{Key: ingest.HeaderErrorField, Value: []byte(field)})
 	}
 	return hs
 }

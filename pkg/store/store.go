@@ -59,15 +59,11 @@ func Open(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 // idempotent, and safe to run from several processes at once (tern takes an
 // advisory lock).
 func Migrate(ctx context.Context, conn *pgx.Conn) error {
-	return migrateFS(ctx, conn, db.Migrations)
-}
-
-func migrateFS(ctx context.Context, conn *pgx.Conn, fsys fs.FS) error {
 	m, err := migrate.NewMigrator(ctx, conn, VersionTable)
 	if err != nil {
 		return fmt.Errorf("create migrator: %w", err)
 	}
-	sub, err := fs.Sub(fsys, "migrations")
+	sub, err := fs.Sub(db.Migrations, "migrations")
 	if err != nil {
 		return fmt.Errorf("open migrations: %w", err)
 	}
@@ -92,9 +88,4 @@ func MigrateURL(ctx context.Context, databaseURL string) error {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	return Migrate(ctx, conn)
-}
-
-// WithTx runs fn in a transaction, committing when fn returns nil.
-func WithTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, pool, fn)
 }
