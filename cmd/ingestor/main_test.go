@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,23 +18,6 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestConfigErrorsExitTwoNamingTheVariable(t *testing.T) {
 	t.Parallel()
@@ -104,7 +86,7 @@ func TestServesHealthAndMetricsWithOnlyRequiredVariables(t *testing.T) {
 		"HTTP_ADDR=" + addr,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
+	var stderr testenv.SyncBuffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, nil, env, io.Discard, &stderr) }()
 

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,24 +38,6 @@ func get(url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
-}
-
-// syncBuffer is a bytes.Buffer safe for the relay's log goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestOps(t *testing.T) {
@@ -177,7 +158,7 @@ func TestRunRelayHTTPFirst(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, nil, env, io.Discard, logs) }()
 
@@ -220,7 +201,7 @@ func TestRunRelayPublishes(t *testing.T) {
 	env := []string{"DATABASE_URL=" + url, "KAFKA_BOOTSTRAP_SERVERS=" + bootstrap, "HTTP_ADDR=" + addr, "LOG_LEVEL=warn"}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(runCtx, nil, env, io.Discard, logs) }()
 
@@ -260,7 +241,7 @@ func TestRunRelayShutdownFrozenBroker(t *testing.T) {
 	env := []string{"DATABASE_URL=" + url, "KAFKA_BOOTSTRAP_SERVERS=" + broker.Addr(), "HTTP_ADDR=" + addr, "LOG_LEVEL=warn"}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(runCtx, nil, env, io.Discard, logs) }()
 

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -307,7 +306,7 @@ func (s *stack) replay(t *testing.T, args ...string) (string, int) {
 
 type proc struct {
 	cmd     *exec.Cmd
-	out     *syncBuffer
+	out     *testenv.SyncBuffer
 	exited  chan struct{} // closed once the process has exited
 	waitErr error         // set before exited is closed
 }
@@ -348,7 +347,7 @@ func (s *stack) startIngestor(t *testing.T, extraEnv ...string) *proc {
 		"INGEST_BATCH_MAX_WAIT=5ms",
 	)
 	cmd.Env = append(cmd.Env, extraEnv...)
-	p := &proc{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{cmd: cmd, out: &testenv.SyncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	require.NoError(t, cmd.Start())
 	go func() {
@@ -390,21 +389,4 @@ func (s *stack) passportCount(id string) (int, error) {
 	var n int
 	err = conn.QueryRow(ctx, `SELECT count(*) FROM route_passports WHERE route_id = $1`, id).Scan(&n)
 	return n, err
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
