@@ -1,0 +1,49 @@
+package outbox
+
+import (
+	"sort"
+
+	"github.com/pcp/route-processing/pkg/record"
+)
+
+// headerOrder is the order of contract §2's headers on an output record.
+var headerOrder = []string{"type", "eventId", "traceId", "correlationId", "traceparent"}
+
+// OrderHeaders turns stored headers (a JSON object, whose key order
+// PostgreSQL's jsonb does not keep) into record headers in publication
+// order: the contract's headers first, in the contract's order, then any
+// others sorted by name. It is the one home of that order: the writer uses
+// it to build an Event, the store to decode a claimed Row.
+func OrderHeaders(m map[string]string) []record.Header {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]record.Header, 0, len(m))
+	known := make(map[string]bool, len(headerOrder))
+	for _, k := range headerOrder {
+		known[k] = true
+		if v, ok := m[k]; ok {
+			out = append(out, record.Header{Key: k, Value: []byte(v)})
+		}
+	}
+	var extra []string
+	for k := range m {
+		if !known[k] {
+			extra = append(extra, k)
+		}
+	}
+	sort.Strings(extra)
+	for _, k := range extra {
+		out = append(out, record.Header{Key: k, Value: []byte(m[k])})
+	}
+	return out
+}
+
+// HeaderMap is the stored form of headers: a JSON-ready object.
+func HeaderMap(hs []record.Header) map[string]string {
+	m := make(map[string]string, len(hs))
+	for _, h := range hs {
+		m[h.Key] = string(h.Value)
+	}
+	return m
+}

@@ -1,0 +1,98 @@
+// Package outbox holds the outbox model shared by the writer and the relay:
+// the events an accepted passport yields, a claimed row, its lease and what
+// can happen to it. It is plain data: store fills it from
+// route_passport_outbox, ingest hands events to store, and relay consumes
+// rows, so neither side imports the other or the database driver.
+package outbox
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/pcp/route-processing/pkg/record"
+)
+
+// Statuses of route_passport_outbox.status (contract §3).
+const (
+	StatusPending   = "PENDING"
+	StatusPublished = "PUBLISHED"
+	StatusFailed    = "FAILED"
+)
+
+// Event is one outbox row to insert: an event frozen at ingest, published
+// later exactly as stored.
+type Event struct {
+	ID      uuid.UUID
+	RouteID string
+	Type    string
+	Topic   string
+	Key     string
+	// Payload is the event document, JSON.
+	Payload []byte
+	// Headers are the record headers in publication order (see
+	// [OrderHeaders]).
+	Headers []record.Header
+}
+
+// Row is a claimed outbox row: what the relay needs to publish it and to
+// decide what happens to it afterwards.
+type Row struct {
+	ID        uuid.UUID
+	RouteID   uuid.UUID
+	EventType string
+	Topic     string
+	Key       string
+	// Payload is the frozen event document, published unchanged.
+	Payload []byte
+	// Headers are the stored headers in publication order.
+	Headers []record.Header
+	// HeadersError says why the stored headers could not be decoded; the
+	// row is then not published and the error counts as an attempt (its
+	// neighbours in the claim must not suffer for it).
+	HeadersError string
+	Attempts     int
+	CreatedAt    time.Time
+	// Token is the lease token of the claim that returned the row.
+	Token uuid.UUID
+}
+
+// Lease names the row and the token it was claimed with.
+func (r *Row) Lease() Lease { return Lease{ID: r.ID, Token: r.Token} }
+
+// Record is the Kafka record the row is published as.
+func (r *Row) Record() record.Record {
+	return record.Record{Topic: r.Topic, Key: []byte(r.Key), Value: r.Payload, Headers: r.Headers}
+}
+
+// Lease names one claimed row and its lease token. Every change after the
+// claim names the token, so a relay whose lease expired (and whose rows
+// another relay took over) changes nothing.
+type Lease struct {
+	ID    uuid.UUID
+	Token uuid.UUID
+}
+
+// Retry is a failed publish to record: the row's attempts grow by one; it
+// becomes FAILED when they reach the row's max_attempts, otherwise it is due
+// again after Delay. Postpone uses the same shape without counting.
+type Retry struct {
+	ID    uuid.UUID
+	Token uuid.UUID
+	Error string
+	Delay time.Duration
+}
+
+// RetryResult is the state a Retry left its row in.
+type RetryResult struct {
+	ID            uuid.UUID
+	Status        string
+	Attempts      int
+	NextAttemptAt time.Time
+}
+
+// PendingSummary feeds the pending gauges.
+type PendingSummary struct {
+	Pending   int64
+	OldestAge time.Duration
+}
