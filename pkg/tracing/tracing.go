@@ -1,0 +1,101 @@
+// Package tracing turns on OpenTelemetry trace export from the standard
+// OTEL_* environment variables and carries W3C trace context across Kafka
+// record headers. Export is off unless an OTLP endpoint is configured, so a
+// deployment that sets nothing pays for no-op spans only.
+package tracing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// Provider is the tracer provider of a process and how to flush it.
+type Provider struct {
+	trace.TracerProvider
+	// Enabled reports whether spans are exported.
+	Enabled bool
+	// Shutdown flushes pending spans and stops the exporter; a no-op when
+	// export is off.
+	Shutdown func(context.Context) error
+}
+
+// Error names the OTEL_* variable whose value could not be used.
+type Error struct {
+	Var    string
+	Reason string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("tracing: %s: %s", e.Var, e.Reason) }
+
+// New returns the provider the process environment asks for (the
+// exporters and the SDK read it too, so there is no other source to pass).
+//
+// Export is on when OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, unless OTEL_TRACES_EXPORTER is
+// "none" or OTEL_SDK_DISABLED is "true". OTEL_EXPORTER_OTLP_PROTOCOL (or its
+// _TRACES_ form) picks "http/protobuf" (the default) or "grpc". The exporters
+// and the SDK read the remaining variables themselves (headers, timeouts,
+// OTEL_TRACES_SAMPLER and its argument, OTEL_SERVICE_NAME,
+// OTEL_RESOURCE_ATTRIBUTES); service is the name used when
+// OTEL_SERVICE_NAME is unset.
+func New(ctx context.Context, service, version string) (*Provider, error) {
+	getenv := os.Getenv
+	off := &Provider{TracerProvider: noop.NewTracerProvider(), Shutdown: func(context.Context) error { return nil }}
+	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
+		return off, nil
+	}
+	switch exp := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER"))); exp {
+	case "", "otlp":
+	case "none":
+		return off, nil
+	default:
+		return nil, &Error{Var: "OTEL_TRACES_EXPORTER", Reason: fmt.Sprintf("%q is not supported (otlp or none)", exp)}
+	}
+	if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+		return off, nil
+	}
+
+	protoVar, proto := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	if proto == "" {
+		protoVar, proto = "OTEL_EXPORTER_OTLP_PROTOCOL", getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	}
+	var (
+		exporter sdktrace.SpanExporter
+		err      error
+	)
+	switch proto {
+	case "", "http/protobuf":
+		exporter, err = otlptracehttp.New(ctx)
+	case "grpc":
+		exporter, err = otlptracegrpc.New(ctx)
+	default:
+		return nil, &Error{Var: protoVar, Reason: fmt.Sprintf("%q is not supported (http/protobuf or grpc)", proto)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tracing: start OTLP exporter: %w", err)
+	}
+
+	// WithFromEnv comes after the default name so that OTEL_SERVICE_NAME
+	// and OTEL_RESOURCE_ATTRIBUTES win over it.
+	res, err := resource.New(ctx,
+		resource.WithTelemetrySDK(),
+		resource.WithAttributes(semconv.ServiceName(service), semconv.ServiceVersion(version)),
+		resource.WithFromEnv(),
+	)
+	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
+		return nil, fmt.Errorf("tracing: build resource: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
+	return &Provider{TracerProvider: tp, Enabled: true, Shutdown: tp.Shutdown}, nil
+}

@@ -1,0 +1,166 @@
+package tracing
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pcp/route-processing/pkg/record"
+)
+
+func TestExportIsOffWithoutAnEndpoint(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	p, err := New(context.Background(), "svc", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Enabled {
+		t.Fatal("tracing is enabled with no OTLP endpoint set")
+	}
+	_, span := p.Tracer("t").Start(context.Background(), "s")
+	if span.SpanContext().IsValid() {
+		t.Fatal("a span of the disabled provider has a valid context")
+	}
+}
+
+func TestNoneExporterTurnsExportOff(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	t.Setenv("OTEL_TRACES_EXPORTER", "none")
+	p, err := New(context.Background(), "svc", "test")
+	if err != nil || p.Enabled {
+		t.Fatalf("New = %+v, %v; want disabled, no error", p, err)
+	}
+}
+
+func TestAnUnknownProtocolNamesTheVariable(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+	_, err := New(context.Background(), "svc", "test")
+	var te *Error
+	if !errors.As(err, &te) || te.Var != "OTEL_EXPORTER_OTLP_PROTOCOL" {
+		t.Fatalf("New error = %v, want a tracing.Error naming OTEL_EXPORTER_OTLP_PROTOCOL", err)
+	}
+}
+
+// TestSpansReachARealOTLPHTTPEndpointUnderTheInputsTrace serves the OTLP/HTTP
+// trace endpoint and checks that a span parented by a record's traceparent
+// arrives there in the input's trace, with the service name from
+// OTEL_SERVICE_NAME.
+func TestSpansReachARealOTLPHTTPEndpointUnderTheInputsTrace(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		reqs []*collectortrace.ExportTraceServiceRequest
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/traces" {
+			http.NotFound(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var req collectortrace.ExportTraceServiceRequest
+		if err := proto.Unmarshal(body, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		reqs = append(reqs, &req)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		b, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
+		_, _ = w.Write(b)
+	}))
+	defer srv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+	t.Setenv("OTEL_SERVICE_NAME", "ingestor-under-test")
+
+	p, err := New(context.Background(), "default-name", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Enabled {
+		t.Fatal("tracing is off with OTEL_EXPORTER_OTLP_ENDPOINT set")
+	}
+	const parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	rec := record.Record{Headers: []record.Header{{Key: "traceparent", Value: []byte(parent)}}}
+	_, span := p.Tracer("t").Start(Extract(context.Background(), &rec), "ingest batch")
+	tp := Traceparent(span)
+	span.End()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+
+	if len(tp) != 55 || tp[3:35] != "0af7651916cd43dd8448eb211c80319c" || tp[36:52] == "b7ad6b7169203331" {
+		t.Fatalf("Traceparent = %q: want the input's trace id with a span id of its own", tp)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var found bool
+	for _, req := range reqs {
+		for _, rs := range req.ResourceSpans {
+			var name string
+			for _, a := range rs.Resource.Attributes {
+				if a.Key == "service.name" {
+					name = a.Value.GetStringValue()
+				}
+			}
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					if s.Name != "ingest batch" {
+						continue
+					}
+					found = true
+					if name != "ingestor-under-test" {
+						t.Errorf("service.name = %q, want OTEL_SERVICE_NAME's ingestor-under-test", name)
+					}
+					if string(s.ParentSpanId) != string(mustHex(t, "b7ad6b7169203331")) {
+						t.Errorf("parent span id = %x, want the input's b7ad6b7169203331", s.ParentSpanId)
+					}
+					if string(s.TraceId) != string(mustHex(t, "0af7651916cd43dd8448eb211c80319c")) {
+						t.Errorf("trace id = %x, want the input's", s.TraceId)
+					}
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("the span did not arrive at the OTLP endpoint (%d requests)", len(reqs))
+	}
+}
+
+func TestExtractIgnoresAMalformedTraceparent(t *testing.T) {
+	rec := record.Record{Headers: []record.Header{{Key: "traceparent", Value: []byte("not-a-traceparent")}}}
+	p, err := New(context.Background(), "svc", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := p.Tracer("t").Start(Extract(context.Background(), &rec), "s")
+	if Traceparent(span) != "" {
+		t.Fatalf("a malformed traceparent produced a span context: %q", Traceparent(span))
+	}
+}
+
+func mustHex(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
