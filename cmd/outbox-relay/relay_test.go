@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/config"
+	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/relay/relaytest"
 	"github.com/pcp/route-processing/pkg/store"
 	"github.com/pcp/route-processing/pkg/testenv"
@@ -47,7 +48,7 @@ func TestOps(t *testing.T) {
 	pool, err := store.Open(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	rows := relaytest.MustInsert(t, pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
+	rows := relaytest.MustInsert(t, pool, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
 	_, err = pool.Exec(ctx, `update route_passport_outbox set status = 'FAILED', attempts = 10, last_error = 'Broker: Message size too large' where id = $1`, rows[0].ID)
 	require.NoError(t, err)
 	env := []string{"DATABASE_URL=" + url} // no Kafka settings needed
@@ -86,7 +87,7 @@ func TestOps(t *testing.T) {
 		require.Equal(t, "requeued 1 row(s)\n", runOK("requeue", "--failed"))
 		require.Equal(t, "requeued 0 row(s)\n", runOK("requeue", "--failed"))
 		require.Equal(t, "requeued 1 row(s)\n", runOK("requeue", "--id", rows[1].ID.String()))
-		require.Equal(t, "requeued 1 row(s)\n", runOK("requeue", "--route-id", rows[2].RouteID.String()))
+		require.Equal(t, "requeued 1 row(s)\n", runOK("requeue", "--route-id", rows[2].RouteID))
 		st := relaytest.Get(t, pool, rows[0].ID)
 		require.Equal(t, "PENDING", st.Status)
 		require.Zero(t, st.Attempts)
@@ -205,7 +206,7 @@ func TestRunRelayPublishes(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(runCtx, nil, env, io.Discard, logs) }()
 
-	relaytest.MustInsert(t, pool, relaytest.Row{Topic: topic}, relaytest.Row{Topic: topic})
+	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic}, outbox.Event{Topic: topic})
 	require.Len(t, testenv.Consume(t, bootstrap, topic, 2, 30*time.Second), 2)
 	require.Eventually(t, func() bool { return relaytest.Count(t, pool, "PUBLISHED") == 2 }, 10*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { code, _ := get("http://" + addr + "/readyz"); return code == 200 }, 10*time.Second, 20*time.Millisecond)
@@ -245,12 +246,12 @@ func TestRunRelayShutdownFrozenBroker(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(runCtx, nil, env, io.Discard, logs) }()
 
-	relaytest.MustInsert(t, pool, relaytest.Row{Topic: topic})
+	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic})
 	require.Eventually(t, func() bool { return relaytest.Count(t, pool, "PUBLISHED") == 1 }, 30*time.Second, 20*time.Millisecond)
 
 	broker.Pause(t)
 	defer broker.Resume(t)
-	rows := relaytest.MustInsert(t, pool, relaytest.Row{Topic: topic}, relaytest.Row{Topic: topic})
+	rows := relaytest.MustInsert(t, pool, outbox.Event{Topic: topic}, outbox.Event{Topic: topic})
 	require.Eventually(t, func() bool { return relaytest.Get(t, pool, rows[0].ID).LockedUntil != nil }, 10*time.Second, 20*time.Millisecond)
 	time.Sleep(500 * time.Millisecond) // the batch is waiting for its reports
 

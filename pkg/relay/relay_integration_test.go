@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/relay"
 	"github.com/pcp/route-processing/pkg/relay/relaytest"
 	"github.com/pcp/route-processing/pkg/store"
@@ -35,17 +36,19 @@ func TestRelayPublishesBothTopics(t *testing.T) {
 	geo := testenv.Topic(t, "pcp.route.georeference", 3)
 	route := uuid.New()
 	rows := relaytest.MustInsert(t, b.pool,
-		relaytest.Row{RouteID: route, EventType: relaytest.ModeStatusChanged, Topic: in, Key: "trace-1",
+		outbox.Event{RouteID: route.String(), Type: relaytest.ModeStatusChanged, Topic: in, Key: "trace-1",
 			Payload: []byte(`{"type":"ModeStatusChangedEvent","data":{"routeId":"` + route.String() + `","routeStatus":"PROCESSED"},"traceId":"trace-1","correlationId":"req-9"}`),
-			Headers: map[string]string{"type": relaytest.ModeStatusChanged, "traceId": "trace-1", "correlationId": "req-9",
-				"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}},
-		relaytest.Row{RouteID: route, EventType: relaytest.RouteGeoRef, Topic: geo, Key: route.String(),
+			Headers: outbox.OrderHeaders(map[string]string{"type": relaytest.ModeStatusChanged, "traceId": "trace-1", "correlationId": "req-9",
+				"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})},
+		outbox.Event{RouteID: route.String(), Type: relaytest.RouteGeoRef, Topic: geo, Key: route.String(),
 			Payload: []byte(`{"type":"RouteGeoRefEvent","data":{"routeId":"` + route.String() + `","geometry":"POLYGON((30 10,40 40,20 40,10 20,30 10))"},"traceId":null,"correlationId":null}`),
-			Headers: map[string]string{"type": relaytest.RouteGeoRef}},
+			Headers: outbox.OrderHeaders(map[string]string{"type": relaytest.RouteGeoRef})},
 	)
 	// eventId is the row id (contract §2); the ingestor stores it in headers.
 	for i := range rows {
-		rows[i].Headers["eventId"] = rows[i].ID.String()
+		m := outbox.HeaderMap(rows[i].Headers)
+		m["eventId"] = rows[i].ID.String()
+		rows[i].Headers = outbox.OrderHeaders(m)
 	}
 	_, err := b.pool.Exec(context.Background(), `update route_passport_outbox set headers = headers || jsonb_build_object('eventId', id::text)`)
 	require.NoError(t, err)
@@ -62,7 +65,7 @@ func TestRelayPublishesBothTopics(t *testing.T) {
 		for _, h := range rec.Headers {
 			got[h.Key] = string(h.Value)
 		}
-		require.Equal(t, row.Headers, got)
+		require.Equal(t, outbox.HeaderMap(row.Headers), got)
 		require.Equal(t, "type", rec.Headers[0].Key, "contract headers come first, in order")
 	}
 	eventually(t, 10*time.Second, "rows PUBLISHED", func() bool {
@@ -97,8 +100,8 @@ func TestRelayRejectedMessage(t *testing.T) {
 	// batch, which the broker refuses as a whole (the relay then sends
 	// each alone once).
 	ins := relaytest.MustInsert(t, b.pool,
-		relaytest.Row{Topic: small, Payload: []byte(`{"blob":"` + randomText(8000) + `"}`)}, // incompressible: the producer compresses (lz4)
-		relaytest.Row{Topic: small})
+		outbox.Event{Topic: small, Payload: []byte(`{"blob":"` + randomText(8000) + `"}`)}, // incompressible: the producer compresses (lz4)
+		outbox.Event{Topic: small})
 	big, ok := ins[0], ins[1]
 
 	const initial, maxBackoff = 300 * time.Millisecond, 600 * time.Millisecond
@@ -170,14 +173,14 @@ func TestRelayKafkaOutage(t *testing.T) {
 		ProbeMaxBackoff: 500 * time.Millisecond})
 
 	for i := 0; i < 10; i++ {
-		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic})
+		relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic})
 	}
 	eventually(t, 30*time.Second, "warm-up rows published", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") == 10 })
 
 	broker.Pause(t)
 	outageStart := time.Now()
 	for i := 0; i < 40; i++ {
-		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic})
+		relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic})
 	}
 	eventually(t, 15*time.Second, "/readyz not 200 during the outage", func() bool { return rr.readyz(t) != http.StatusOK })
 	// MaxAttempts × MaxBackoff is 300ms; stay down for several publish
@@ -263,13 +266,12 @@ func TestRelayLeaseTakeover(t *testing.T) {
 	b := setup(t, bootstrap)
 	topic := testenv.Topic(t, "takeover", 1)
 	for i := 0; i < 10; i++ {
-		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic})
+		relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic})
 	}
 	ctx := context.Background()
 	const lease = 2 * time.Second
-	claimed, err := b.outbox.Claim(ctx, store.ClaimLimits{Rows: 100}, lease) // the relay that is killed mid-batch
+	dead, _, err := b.outbox.Claim(ctx, 100, 0, lease) // the relay that is killed mid-batch
 	require.NoError(t, err)
-	dead := claimed.Rows
 	require.Len(t, dead, 10)
 	claimedAt := time.Now()
 
@@ -280,11 +282,11 @@ func TestRelayLeaseTakeover(t *testing.T) {
 	require.GreaterOrEqual(t, time.Since(claimedAt), lease)
 
 	before := relaytest.Get(t, b.pool, dead[0].ID)
-	leases := make([]store.Lease, len(dead))
-	retries := make([]store.Retry, len(dead))
+	leases := make([]outbox.Lease, len(dead))
+	retries := make([]outbox.Retry, len(dead))
 	for i, r := range dead {
-		leases[i] = store.Lease{ID: r.ID, Token: r.Token}
-		retries[i] = store.Retry{ID: r.ID, Token: r.Token, Error: "late", Delay: time.Hour}
+		leases[i] = r.Lease()
+		retries[i] = outbox.Retry{ID: r.ID, Token: r.Token, Error: "late", Delay: time.Hour}
 	}
 	n, err := b.outbox.MarkPublished(ctx, leases)
 	require.NoError(t, err)
@@ -316,7 +318,7 @@ func TestRelayPause(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { // steady traffic
 		for ctx.Err() == nil {
-			_, _ = relaytest.Insert(ctx, b.pool, relaytest.Row{Topic: topic})
+			_, _ = relaytest.Insert(ctx, b.pool, outbox.Event{Topic: topic})
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
@@ -364,7 +366,7 @@ func TestRelayLatency(t *testing.T) {
 	var lat []time.Duration
 	for i := 0; i < 41; i++ {
 		t0 := time.Now()
-		row := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic})[0]
+		row := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic})[0]
 		select {
 		case a := <-arrivals:
 			id, _ := header(a.rec, "eventId")
@@ -396,7 +398,7 @@ func TestRelayShutdownReleasesLeases(t *testing.T) {
 
 	broker.Pause(t)
 	defer broker.Resume(t)
-	rows := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic}, relaytest.Row{Topic: topic})
+	rows := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic}, outbox.Event{Topic: topic})
 	eventually(t, 10*time.Second, "rows claimed", func() bool { return relaytest.Get(t, b.pool, rows[0].ID).LockedUntil != nil })
 
 	start := time.Now()
@@ -426,7 +428,7 @@ func TestRelayDatabaseOutage(t *testing.T) {
 	topic := testenv.Topic(t, "db-outage", 1)
 	b := &testBundle{url: url, pool: pool, outbox: store.NewOutbox(pool), bootstrap: bootstrap}
 	rr := b.start(t, relay.Config{PollInterval: 100 * time.Millisecond, ProbeMaxBackoff: 500 * time.Millisecond})
-	relaytest.MustInsert(t, pool, relaytest.Row{Topic: topic})
+	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic})
 	eventually(t, 10*time.Second, "first row published", func() bool { return relaytest.Count(t, pool, "PUBLISHED") == 1 })
 	require.Equal(t, http.StatusOK, rr.readyz(t))
 
@@ -435,7 +437,7 @@ func TestRelayDatabaseOutage(t *testing.T) {
 	time.Sleep(time.Second)
 	cluster.Start(t)
 
-	relaytest.MustInsert(t, pool, relaytest.Row{Topic: topic})
+	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic})
 	eventually(t, 20*time.Second, "second row published after recovery", func() bool { return relaytest.Count(t, pool, "PUBLISHED") == 2 })
 	eventually(t, 10*time.Second, "/readyz 200 again", func() bool { return rr.readyz(t) == http.StatusOK })
 	require.Len(t, testenv.Consume(t, bootstrap, topic, 2, 30*time.Second), 2)
@@ -449,7 +451,7 @@ func TestRelayRetentionAndGauges(t *testing.T) {
 	b := setup(t, bootstrap)
 	topic := testenv.Topic(t, "retention", 1)
 	ctx := context.Background()
-	rows := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic}, relaytest.Row{Topic: topic}, relaytest.Row{Topic: topic})
+	rows := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic}, outbox.Event{Topic: topic}, outbox.Event{Topic: topic})
 	_, err := b.pool.Exec(ctx, `update route_passport_outbox set status = 'PUBLISHED', published_at = now() - interval '2 hours' where id = $1`, rows[0].ID)
 	require.NoError(t, err)
 	_, err = b.pool.Exec(ctx, `update route_passport_outbox set status = 'FAILED', updated_at = now() - interval '2 hours', created_at = now() - interval '3 hours' where id = $1`, rows[1].ID)
@@ -517,7 +519,7 @@ func TestRelayPartitionWithoutReplicasCountsNoAttempt(t *testing.T) {
 
 	rr := b.start(t, relay.Config{MaxAttempts: 2, InitialBackoff: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
 		PollInterval: 100 * time.Millisecond, PublishTimeout: time.Second, LockTimeout: time.Second + relay.LeaseMargin})
-	rows := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic}, relaytest.Row{Topic: topic})
+	rows := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic}, outbox.Event{Topic: topic})
 
 	// MaxAttempts × (PublishTimeout + MaxBackoff) is about 2s: stay refused
 	// for several times that.

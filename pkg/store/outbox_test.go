@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/relay/relaytest"
 	"github.com/pcp/route-processing/pkg/store"
 	"github.com/pcp/route-processing/pkg/testenv"
@@ -29,15 +30,15 @@ func setupOutbox(t *testing.T) (context.Context, *outboxBundle) {
 }
 
 // claim claims up to n rows with no byte bound.
-func claim(ctx context.Context, b *outboxBundle, n int, lease time.Duration) ([]store.OutboxRow, error) {
-	c, err := b.outbox.Claim(ctx, store.ClaimLimits{Rows: n}, lease)
-	return c.Rows, err
+func claim(ctx context.Context, b *outboxBundle, n int, lease time.Duration) ([]outbox.Row, error) {
+	rows, _, err := b.outbox.Claim(ctx, n, 0, lease)
+	return rows, err
 }
 
-func leasesOf(rows []store.OutboxRow) []store.Lease {
-	out := make([]store.Lease, len(rows))
+func leasesOf(rows []outbox.Row) []outbox.Lease {
+	out := make([]outbox.Lease, len(rows))
 	for i, r := range rows {
-		out[i] = store.Lease{ID: r.ID, Token: r.Token}
+		out[i] = r.Lease()
 	}
 	return out
 }
@@ -48,10 +49,10 @@ func TestOutboxClaim(t *testing.T) {
 	t.Run("OldestFirstWithPayloadAndHeaders", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setupOutbox(t)
-		var ins []relaytest.Row
+		var ins []outbox.Event
 		for i := 0; i < 3; i++ {
-			ins = append(ins, relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t", Payload: []byte(`{"n": 1, "a": [1, 2]}`),
-				Headers: map[string]string{"type": "X", "traceparent": "00-abc"}})...)
+			ins = append(ins, relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t", Payload: []byte(`{"n": 1, "a": [1, 2]}`),
+				Headers: outbox.OrderHeaders(map[string]string{"type": "X", "traceparent": "00-abc"})})...)
 		}
 		rows, err := claim(ctx, b, 10, time.Minute)
 		require.NoError(t, err)
@@ -71,7 +72,7 @@ func TestOutboxClaim(t *testing.T) {
 	t.Run("SkipsLeasedAndNotDueRows", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setupOutbox(t)
-		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
+		relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
 		first, err := claim(ctx, b, 1, time.Minute)
 		require.NoError(t, err)
 		require.Len(t, first, 1)
@@ -84,7 +85,7 @@ func TestOutboxClaim(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, third)
 
-		future := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"})[0]
+		future := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"})[0]
 		_, err = b.pool.Exec(ctx, `update route_passport_outbox set next_attempt_at = now() + interval '1 hour' where id = $1`, future.ID)
 		require.NoError(t, err)
 		none, err := claim(ctx, b, 10, time.Minute)
@@ -95,7 +96,7 @@ func TestOutboxClaim(t *testing.T) {
 	t.Run("ExpiredLeaseIsTakenOverAndOldTokenChangesNothing", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setupOutbox(t)
-		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"})
+		relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"})
 		old, err := claim(ctx, b, 10, 50*time.Millisecond)
 		require.NoError(t, err)
 		require.Len(t, old, 1)
@@ -110,7 +111,7 @@ func TestOutboxClaim(t *testing.T) {
 		n, err = b.outbox.Release(ctx, leasesOf(old))
 		require.NoError(t, err)
 		require.Zero(t, n)
-		res, err := b.outbox.Retry(ctx, []store.Retry{{ID: old[0].ID, Token: old[0].Token, Error: "x", Delay: time.Second}}, 3)
+		res, err := b.outbox.Retry(ctx, []outbox.Retry{{ID: old[0].ID, Token: old[0].Token, Error: "x", Delay: time.Second}}, 3)
 		require.NoError(t, err)
 		require.Empty(t, res)
 		st := relaytest.Get(t, b.pool, cur[0].ID)
@@ -129,7 +130,7 @@ func TestOutboxClaim(t *testing.T) {
 	t.Run("PausedClaimsNothing", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setupOutbox(t)
-		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"})
+		relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"})
 		require.NoError(t, b.outbox.SetPaused(ctx, true, "incident 42", "test"))
 		c, err := b.outbox.Control(ctx)
 		require.NoError(t, err)
@@ -148,7 +149,7 @@ func TestOutboxClaim(t *testing.T) {
 func TestOutboxRetry(t *testing.T) {
 	t.Parallel()
 	ctx, b := setupOutbox(t)
-	row := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t", MaxAttempts: 99})[0]
+	row := relaytest.MustInsertMaxAttempts(t, b.pool, 99, outbox.Event{Topic: "t"})[0]
 	for attempt := 1; attempt <= 3; attempt++ {
 		_, err := b.pool.Exec(ctx, `update route_passport_outbox set next_attempt_at = now() where id = $1`, row.ID)
 		require.NoError(t, err)
@@ -157,7 +158,7 @@ func TestOutboxRetry(t *testing.T) {
 		require.Len(t, rows, 1)
 		require.Equal(t, attempt-1, rows[0].Attempts)
 		before := time.Now()
-		res, err := b.outbox.Retry(ctx, []store.Retry{{ID: row.ID, Token: rows[0].Token, Error: "too large", Delay: 10 * time.Second}}, 3)
+		res, err := b.outbox.Retry(ctx, []outbox.Retry{{ID: row.ID, Token: rows[0].Token, Error: "too large", Delay: 10 * time.Second}}, 3)
 		require.NoError(t, err)
 		require.Len(t, res, 1)
 		require.Equal(t, attempt, res[0].Attempts)
@@ -205,7 +206,7 @@ func TestOutboxRetry(t *testing.T) {
 func TestOutboxReleaseAndRetention(t *testing.T) {
 	t.Parallel()
 	ctx, b := setupOutbox(t)
-	relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
+	relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
 	rows, err := claim(ctx, b, 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, rows, 3)
@@ -245,26 +246,26 @@ func TestOutboxClaimByteBudget(t *testing.T) {
 	}
 	big = append(big, `"}`...)
 	for i := 0; i < 5; i++ {
-		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t", Payload: big})
+		relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t", Payload: big})
 	}
 	var size int64
 	require.NoError(t, b.pool.QueryRow(ctx, `select max(pg_column_size(payload)) from route_passport_outbox`).Scan(&size))
 	t.Logf("stored payload size %d bytes (text %d)", size, len(big))
 
-	c, err := b.outbox.Claim(ctx, store.ClaimLimits{Rows: 10, Bytes: 2*size + size/2}, time.Minute)
+	c, more, err := b.outbox.Claim(ctx, 10, 2*size+size/2, time.Minute)
 	require.NoError(t, err)
-	require.Len(t, c.Rows, 2, "two rows fit the budget")
-	require.True(t, c.More)
+	require.Len(t, c, 2, "two rows fit the budget")
+	require.True(t, more)
 
-	c, err = b.outbox.Claim(ctx, store.ClaimLimits{Rows: 10, Bytes: 1}, time.Minute)
+	c, more, err = b.outbox.Claim(ctx, 10, 1, time.Minute)
 	require.NoError(t, err)
-	require.Len(t, c.Rows, 1, "a row larger than the budget is still claimed, alone")
-	require.True(t, c.More)
+	require.Len(t, c, 1, "a row larger than the budget is still claimed, alone")
+	require.True(t, more)
 
-	c, err = b.outbox.Claim(ctx, store.ClaimLimits{Rows: 10, Bytes: 16 << 20}, time.Minute)
+	c, more, err = b.outbox.Claim(ctx, 10, 16<<20, time.Minute)
 	require.NoError(t, err)
-	require.Len(t, c.Rows, 2)
-	require.False(t, c.More, "everything due was claimed")
+	require.Len(t, c, 2)
+	require.False(t, more, "everything due was claimed")
 
 	var leased int
 	require.NoError(t, b.pool.QueryRow(ctx, `select count(*) from route_passport_outbox where locked_until > now()`).Scan(&leased))
@@ -276,7 +277,7 @@ func TestOutboxClaimByteBudget(t *testing.T) {
 func TestOutboxClaimBadHeaders(t *testing.T) {
 	t.Parallel()
 	ctx, b := setupOutbox(t)
-	rows := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
+	rows := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
 	_, err := b.pool.Exec(ctx, `update route_passport_outbox set headers = '{"type": 5}' where id = $1`, rows[1].ID)
 	require.NoError(t, err)
 	_, err = b.pool.Exec(ctx, `update route_passport_outbox set headers = '["type"]' where id = $1`, rows[2].ID)
@@ -284,7 +285,7 @@ func TestOutboxClaimBadHeaders(t *testing.T) {
 	claimed, err := claim(ctx, b, 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, claimed, 3)
-	byID := map[uuid.UUID]store.OutboxRow{}
+	byID := map[uuid.UUID]outbox.Row{}
 	for _, r := range claimed {
 		byID[r.ID] = r
 	}
@@ -302,7 +303,7 @@ func TestOutboxClaimBadHeaders(t *testing.T) {
 func TestOutboxFailedClaimReleasesItsLeases(t *testing.T) {
 	t.Parallel()
 	ctx, b := setupOutbox(t)
-	rows := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
+	rows := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
 	_, err := b.pool.Exec(ctx, `update route_passport_outbox set created_at = 'infinity' where id = $1`, rows[2].ID)
 	require.NoError(t, err)
 	_, err = claim(ctx, b, 10, time.Hour)
@@ -315,15 +316,15 @@ func TestOutboxFailedClaimReleasesItsLeases(t *testing.T) {
 func TestOutboxPostpone(t *testing.T) {
 	t.Parallel()
 	ctx, b := setupOutbox(t)
-	row := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"})[0]
+	row := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"})[0]
 	rows, err := claim(ctx, b, 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	before := time.Now()
-	n, err := b.outbox.Postpone(ctx, []store.Retry{{ID: row.ID, Token: uuid.New(), Error: "x", Delay: time.Minute}})
+	n, err := b.outbox.Postpone(ctx, []outbox.Retry{{ID: row.ID, Token: uuid.New(), Error: "x", Delay: time.Minute}})
 	require.NoError(t, err)
 	require.Zero(t, n, "a foreign token changes nothing")
-	n, err = b.outbox.Postpone(ctx, []store.Retry{{ID: row.ID, Token: rows[0].Token, Error: "Local: Message timed out", Delay: 10 * time.Second}})
+	n, err = b.outbox.Postpone(ctx, []outbox.Retry{{ID: row.ID, Token: rows[0].Token, Error: "Local: Message timed out", Delay: 10 * time.Second}})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	st := relaytest.Get(t, b.pool, row.ID)
@@ -340,16 +341,16 @@ func TestOutboxPostpone(t *testing.T) {
 func TestOutboxRequeueSkipsInFlight(t *testing.T) {
 	t.Parallel()
 	ctx, b := setupOutbox(t)
-	rows := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
-	claimed, err := b.outbox.Claim(ctx, store.ClaimLimits{Rows: 1}, time.Minute)
+	rows := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
+	claimed, _, err := b.outbox.Claim(ctx, 1, 0, time.Minute)
 	require.NoError(t, err)
-	require.Len(t, claimed.Rows, 1)
-	leased := claimed.Rows[0]
+	require.Len(t, claimed, 1)
+	leased := claimed[0]
 
 	res, err := b.outbox.Requeue(ctx, store.RequeueFilter{ID: &leased.ID})
 	require.NoError(t, err)
 	require.Equal(t, store.RequeueResult{Requeued: 0, InFlight: 1}, res)
-	n, err := b.outbox.MarkPublished(ctx, leasesOf(claimed.Rows))
+	n, err := b.outbox.MarkPublished(ctx, leasesOf(claimed))
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n, "the holder's lease survived the requeue")
 
@@ -404,7 +405,7 @@ func TestOutboxRetentionUsesIndex(t *testing.T) {
 func TestOutboxRetentionSkipsLockedRows(t *testing.T) {
 	t.Parallel()
 	ctx, b := setupOutbox(t)
-	relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
+	relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
 	_, err := b.pool.Exec(ctx, `update route_passport_outbox set status = 'PUBLISHED', published_at = now() - interval '2 hours'`)
 	require.NoError(t, err)
 	tx, err := b.pool.Begin(ctx)
