@@ -228,4 +228,16 @@ func TestValidateLeaseMargin(t *testing.T) {
 	require.NoError(t, Config{PublishTimeout: 2 * time.Second, LockTimeout: 4 * time.Second}.Validate(),
 		"a short lease is allowed: it risks duplicates, never losses")
 	require.NoError(t, Config{}.Validate(), "the defaults (60s lease, 30s publish) fit")
+	var fe *FieldError
+	require.ErrorAs(t, Config{PublishTimeout: 30 * time.Second, LockTimeout: 30 * time.Second}.Validate(), &fe)
+	require.Equal(t, "LockTimeout", fe.Field, "the field is named for callers that map it to their source")
+}
+
+func TestDefaultPublishTimeoutFollowsTheLease(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, DefaultPublishTimeout, Config{}.WithDefaults().PublishTimeout)
+	require.Equal(t, 15*time.Second, Config{LockTimeout: 25 * time.Second}.WithDefaults().PublishTimeout, "lease − LeaseMargin")
+	require.Equal(t, 2*time.Second, Config{LockTimeout: 4 * time.Second}.WithDefaults().PublishTimeout, "half a short lease")
+	require.Equal(t, 50*time.Second, Config{LockTimeout: 40 * time.Second, PublishTimeout: 50 * time.Second}.WithDefaults().PublishTimeout,
+		"a set value is kept (and Validate rejects it)")
 }

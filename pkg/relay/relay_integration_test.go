@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -270,10 +271,10 @@ func TestRelayLeaseTakeover(t *testing.T) {
 	}
 	ctx := context.Background()
 	const lease = 2 * time.Second
+	claimedAt := time.Now()                            // the lease starts inside the claim, not before
 	dead, _, err := b.outbox.Claim(ctx, 100, 0, lease) // the relay that is killed mid-batch
 	require.NoError(t, err)
 	require.Len(t, dead, 10)
-	claimedAt := time.Now()
 
 	b.start(t, relay.Config{PollInterval: 100 * time.Millisecond})
 	time.Sleep(lease / 2)
@@ -538,4 +539,30 @@ func TestRelayPartitionWithoutReplicasCountsNoAttempt(t *testing.T) {
 	refuse.Store(false)
 	eventually(t, 30*time.Second, "published once replicas are back", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") == 2 })
 	require.Zero(t, relaytest.Get(t, b.pool, rows[0].ID).Attempts)
+}
+
+// TestRelayTableHealthGauges: the housekeeping exports the oldest
+// transaction's age (a REPEATABLE READ snapshot held open on the database)
+// and the outbox table's size, at the pending gauges' cadence.
+func TestRelayTableHealthGauges(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	b := setup(t, bootstrap)
+	relaytest.MustInsert(t, b.pool, outbox.Event{Topic: testenv.Topic(t, "health", 1)})
+	ctx := context.Background()
+	tx, err := b.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var n int
+	require.NoError(t, tx.QueryRow(ctx, `select count(*) from route_passport_outbox`).Scan(&n)) // takes the snapshot
+
+	rr := b.start(t, relay.Config{StatsInterval: 200 * time.Millisecond})
+	eventually(t, 20*time.Second, "the held snapshot's age exported", func() bool {
+		return rr.metric(t, "route_passport_db_oldest_xact_age_seconds") >= 1
+	})
+	require.Positive(t, rr.metric(t, "route_passport_outbox_table_bytes"))
+	require.NoError(t, tx.Rollback(ctx))
+	eventually(t, 20*time.Second, "the age drops once the snapshot is gone", func() bool {
+		return rr.metric(t, "route_passport_db_oldest_xact_age_seconds") < 1
+	})
 }

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/outbox"
+	"github.com/pcp/route-processing/pkg/record"
 	"github.com/pcp/route-processing/pkg/relay/relaytest"
 	"github.com/pcp/route-processing/pkg/store"
-	"github.com/pcp/route-processing/pkg/testenv"
 )
 
 type outboxBundle struct {
@@ -25,7 +25,7 @@ func setupOutbox(t *testing.T) (context.Context, *outboxBundle) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	pool := testenv.Pool(t)
+	pool := storePool(t)
 	return ctx, &outboxBundle{pool: pool, outbox: store.NewOutbox(pool)}
 }
 
@@ -60,7 +60,8 @@ func TestOutboxClaim(t *testing.T) {
 		for i, r := range rows {
 			require.Equal(t, ins[i].ID, r.ID, "oldest first")
 			require.JSONEq(t, `{"n": 1, "a": [1, 2]}`, string(r.Payload))
-			require.Equal(t, map[string]string{"type": "X", "traceparent": "00-abc"}, r.Headers)
+			require.Equal(t, []record.Header{{Key: "type", Value: []byte("X")}, {Key: "traceparent", Value: []byte("00-abc")}}, r.Headers,
+				"decoded in publication order")
 			require.Equal(t, rows[0].Token, r.Token, "one token per claim")
 			require.NotEqual(t, uuid.Nil, r.Token)
 			st := relaytest.Get(t, b.pool, r.ID)
