@@ -149,17 +149,19 @@ func LoadIngestor(environ []string) (Ingestor, error) {
 
 // relayVars names the environment variable of each relay.Config field that
 // one sets.
-var relayVars = map[string]string{
-	"MaxAttempts":     "OUTBOX_MAX_ATTEMPTS",
-	"InitialBackoff":  "OUTBOX_INITIAL_BACKOFF",
-	"MaxBackoff":      "OUTBOX_MAX_BACKOFF",
-	"LockTimeout":     "OUTBOX_LOCK_TIMEOUT",
-	"BatchSize":       "OUTBOX_BATCH_SIZE",
-	"PollInterval":    "OUTBOX_POLL_INTERVAL",
-	"PublishTimeout":  "OUTBOX_PUBLISH_TIMEOUT",
-	"Retention":       "OUTBOX_RETENTION",
-	"ProbeMaxBackoff": "OUTBOX_PROBE_MAX_BACKOFF",
-	"Workers":         "OUTBOX_WORKERS",
+func relayVars() map[string]string {
+	return map[string]string{
+		"MaxAttempts":     "OUTBOX_MAX_ATTEMPTS",
+		"InitialBackoff":  "OUTBOX_INITIAL_BACKOFF",
+		"MaxBackoff":      "OUTBOX_MAX_BACKOFF",
+		"LockTimeout":     "OUTBOX_LOCK_TIMEOUT",
+		"BatchSize":       "OUTBOX_BATCH_SIZE",
+		"PollInterval":    "OUTBOX_POLL_INTERVAL",
+		"PublishTimeout":  "OUTBOX_PUBLISH_TIMEOUT",
+		"Retention":       "OUTBOX_RETENTION",
+		"ProbeMaxBackoff": "OUTBOX_PROBE_MAX_BACKOFF",
+		"Workers":         "OUTBOX_WORKERS",
+	}
 }
 
 // LoadRelay reads the relay's configuration from environ (os.Environ form).
@@ -168,7 +170,7 @@ var relayVars = map[string]string{
 // relay.Config.Validate rejects.
 func LoadRelay(environ []string) (Relay, error) {
 	r := newReader(environ)
-	v := relayVars
+	v := relayVars()
 	c := Relay{
 		Common: r.common(),
 		Config: relay.Config{

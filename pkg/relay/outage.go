@@ -52,7 +52,8 @@ func (r *Relay) watchKafka(ctx context.Context) {
 func (r *Relay) probe(ctx context.Context, inOutage bool) {
 	bo := backoff.New(min(250*time.Millisecond, r.cfg.ProbeMaxBackoff), r.cfg.ProbeMaxBackoff)
 	if inOutage {
-		backoff.Sleep(ctx, bo.Next())
+		// The failed probe that confirmed the outage was the first one.
+		backoff.Sleep(ctx, min(250*time.Millisecond, r.cfg.ProbeMaxBackoff))
 	}
 	for attempt := 1; ctx.Err() == nil; attempt++ {
 		err := r.pub.Probe(ctx, "", r.cfg.probeTimeout())
