@@ -68,7 +68,7 @@ func TestOps(t *testing.T) {
 		require.Contains(t, out, "Broker: Message size too large")
 		var s store.Stats
 		require.NoError(t, json.Unmarshal([]byte(runOK("stats", "--json")), &s))
-		require.EqualValues(t, 2, s.Counts["PENDING"])
+		require.EqualValues(t, 2, s.Counts[outbox.StatusPending])
 		require.Equal(t, []store.FailureGroup{{LastError: "Broker: Message size too large", Count: 1}}, s.Failures)
 	})
 
@@ -89,7 +89,7 @@ func TestOps(t *testing.T) {
 		require.Equal(t, "requeued 1 row(s)\n", runOK("requeue", "--id", rows[1].ID.String()))
 		require.Equal(t, "requeued 1 row(s)\n", runOK("requeue", "--route-id", rows[2].RouteID))
 		st := relaytest.Get(t, pool, rows[0].ID)
-		require.Equal(t, "PENDING", st.Status)
+		require.Equal(t, outbox.StatusPending, st.Status)
 		require.Zero(t, st.Attempts)
 
 		// No such row: exit 1 with a message naming it.
@@ -122,7 +122,7 @@ func TestOps(t *testing.T) {
 		var s store.Stats
 		require.NoError(t, json.Unmarshal([]byte(runOK("stats", "--json", "--exact")), &s))
 		require.True(t, s.PublishedExact)
-		require.EqualValues(t, 1, s.Counts["PUBLISHED"])
+		require.EqualValues(t, 1, s.Counts[outbox.StatusPublished])
 	})
 
 	t.Run("UsageErrors", func(t *testing.T) {
@@ -208,7 +208,7 @@ func TestRunRelayPublishes(t *testing.T) {
 
 	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic}, outbox.Event{Topic: topic})
 	require.Len(t, testenv.Consume(t, bootstrap, topic, 2, 30*time.Second), 2)
-	require.Eventually(t, func() bool { return relaytest.Count(t, pool, "PUBLISHED") == 2 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return relaytest.Count(t, pool, outbox.StatusPublished) == 2 }, 10*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { code, _ := get("http://" + addr + "/readyz"); return code == 200 }, 10*time.Second, 20*time.Millisecond)
 	_, body := get("http://" + addr + "/metrics")
 	require.Contains(t, body, "route_passport_outbox_published_total 2")
@@ -247,7 +247,7 @@ func TestRunRelayShutdownFrozenBroker(t *testing.T) {
 	go func() { done <- run(runCtx, nil, env, io.Discard, logs) }()
 
 	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic})
-	require.Eventually(t, func() bool { return relaytest.Count(t, pool, "PUBLISHED") == 1 }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return relaytest.Count(t, pool, outbox.StatusPublished) == 1 }, 30*time.Second, 20*time.Millisecond)
 
 	broker.Pause(t)
 	defer broker.Resume(t)
@@ -266,7 +266,7 @@ func TestRunRelayShutdownFrozenBroker(t *testing.T) {
 	t.Logf("stopped in %s", time.Since(stopAt).Round(time.Millisecond))
 	for _, r := range rows {
 		st := relaytest.Get(t, pool, r.ID)
-		require.Equal(t, "PENDING", st.Status)
+		require.Equal(t, outbox.StatusPending, st.Status)
 		require.Nil(t, st.LockedUntil, "lease given back")
 		require.Zero(t, st.Attempts)
 	}

@@ -70,7 +70,7 @@ func TestRelayPublishesBothTopics(t *testing.T) {
 		require.Equal(t, "type", rec.Headers[0].Key, "contract headers come first, in order")
 	}
 	eventually(t, 10*time.Second, "rows PUBLISHED", func() bool {
-		return relaytest.Count(t, b.pool, "PUBLISHED") == 2
+		return relaytest.Count(t, b.pool, outbox.StatusPublished) == 2
 	})
 	for _, row := range rows {
 		st := relaytest.Get(t, b.pool, row.ID)
@@ -117,11 +117,11 @@ func TestRelayRejectedMessage(t *testing.T) {
 	var final relaytest.State
 	eventually(t, 20*time.Second, "row FAILED", func() bool {
 		st := relaytest.Get(t, b.pool, big.ID)
-		if st.Status == "PENDING" && st.Attempts > 0 {
+		if st.Status == outbox.StatusPending && st.Attempts > 0 {
 			delays[st.Attempts] = st.NextAttemptAt.Sub(st.UpdatedAt)
 		}
 		final = st
-		return st.Status == "FAILED"
+		return st.Status == outbox.StatusFailed
 	})
 	require.Equal(t, 3, final.Attempts)
 	require.Equal(t, 3, final.MaxAttempts)
@@ -133,7 +133,7 @@ func TestRelayRejectedMessage(t *testing.T) {
 		require.GreaterOrEqual(t, got, want-time.Millisecond, "attempt %d", attempts)
 		require.LessOrEqual(t, got, want+want/10+time.Millisecond, "attempt %d", attempts)
 	}
-	require.Equal(t, "PUBLISHED", relaytest.Get(t, b.pool, ok.ID).Status, "the other row of the batch is published")
+	require.Equal(t, outbox.StatusPublished, relaytest.Get(t, b.pool, ok.ID).Status, "the other row of the batch is published")
 	require.Equal(t, 1.0, rr.metric(t, "route_passport_outbox_failed_total"))
 	require.Equal(t, 2.0, rr.metric(t, "route_passport_outbox_retry_total"))
 
@@ -145,7 +145,7 @@ func TestRelayRejectedMessage(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, res.Requeued)
 	eventually(t, 30*time.Second, "requeued row PUBLISHED", func() bool {
-		return relaytest.Get(t, b.pool, big.ID).Status == "PUBLISHED"
+		return relaytest.Get(t, b.pool, big.ID).Status == outbox.StatusPublished
 	})
 }
 
@@ -176,7 +176,7 @@ func TestRelayKafkaOutage(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic})
 	}
-	eventually(t, 30*time.Second, "warm-up rows published", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") == 10 })
+	eventually(t, 30*time.Second, "warm-up rows published", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 10 })
 
 	broker.Pause(t)
 	outageStart := time.Now()
@@ -187,14 +187,14 @@ func TestRelayKafkaOutage(t *testing.T) {
 	// MaxAttempts × MaxBackoff is 300ms; stay down for several publish
 	// timeouts more.
 	for time.Since(outageStart) < 6*time.Second {
-		require.Zero(t, relaytest.Count(t, b.pool, "FAILED"))
+		require.Zero(t, relaytest.Count(t, b.pool, outbox.StatusFailed))
 		require.NotEqual(t, http.StatusOK, rr.readyz(t))
 		time.Sleep(200 * time.Millisecond)
 	}
 	broker.Resume(t)
 
-	eventually(t, 60*time.Second, "everything published after recovery", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") == 50 })
-	require.Zero(t, relaytest.Count(t, b.pool, "FAILED"))
+	eventually(t, 60*time.Second, "everything published after recovery", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 50 })
+	require.Zero(t, relaytest.Count(t, b.pool, outbox.StatusFailed))
 	var maxAttempts int
 	require.NoError(t, b.pool.QueryRow(context.Background(), `select max(attempts) from route_passport_outbox`).Scan(&maxAttempts))
 	require.Zero(t, maxAttempts, "no attempt counted during the outage")
@@ -226,7 +226,7 @@ func TestRelayThreeRelays(t *testing.T) {
 	_, err := b.pool.Exec(context.Background(), `select pg_notify($1, '')`, store.NotifyChannel)
 	require.NoError(t, err)
 	start := time.Now()
-	eventually(t, 3*time.Minute, "10,000 rows PUBLISHED", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") == 10_000 })
+	eventually(t, 3*time.Minute, "10,000 rows PUBLISHED", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 10_000 })
 	t.Logf("10,000 rows published by 3 relays in %s", time.Since(start).Round(time.Millisecond))
 
 	seen := map[string]int{}
@@ -278,8 +278,8 @@ func TestRelayLeaseTakeover(t *testing.T) {
 
 	b.start(t, relay.Config{PollInterval: 100 * time.Millisecond})
 	time.Sleep(lease / 2)
-	require.Zero(t, relaytest.Count(t, b.pool, "PUBLISHED"), "leased rows are not taken before the lease expires")
-	eventually(t, 30*time.Second, "rows taken over and published", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") == 10 })
+	require.Zero(t, relaytest.Count(t, b.pool, outbox.StatusPublished), "leased rows are not taken before the lease expires")
+	eventually(t, 30*time.Second, "rows taken over and published", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 10 })
 	require.GreaterOrEqual(t, time.Since(claimedAt), lease)
 
 	before := relaytest.Get(t, b.pool, dead[0].ID)
@@ -324,7 +324,7 @@ func TestRelayPause(t *testing.T) {
 		}
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	eventually(t, 10*time.Second, "traffic flows", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") > 20 })
+	eventually(t, 10*time.Second, "traffic flows", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) > 20 })
 
 	require.NoError(t, b.outbox.SetPaused(ctx, true, "test incident", "test"))
 	pausedAt := time.Now()
@@ -335,7 +335,7 @@ func TestRelayPause(t *testing.T) {
 		require.NoError(t, b.pool.QueryRow(ctx, `select count(*) from route_passport_outbox where status = 'PENDING' and locked_until > now()`).Scan(&leased))
 		return leased == 0
 	})
-	stopped := relaytest.Count(t, b.pool, "PUBLISHED")
+	stopped := relaytest.Count(t, b.pool, outbox.StatusPublished)
 	for i, rr := range relays {
 		require.Equal(t, 1.0, rr.metric(t, "route_passport_outbox_paused"), "relay %d paused gauge", i)
 		require.Equal(t, http.StatusOK, rr.readyz(t), "relay %d stays ready while paused", i)
@@ -344,11 +344,11 @@ func TestRelayPause(t *testing.T) {
 	var last time.Time
 	require.NoError(t, b.pool.QueryRow(ctx, `select max(published_at) from route_passport_outbox`).Scan(&last))
 	t.Logf("last publish %s after the pause", last.Sub(pausedAt))
-	require.Equal(t, stopped, relaytest.Count(t, b.pool, "PUBLISHED"), "nothing published while paused")
-	require.Positive(t, relaytest.Count(t, b.pool, "PENDING"))
+	require.Equal(t, stopped, relaytest.Count(t, b.pool, outbox.StatusPublished), "nothing published while paused")
+	require.Positive(t, relaytest.Count(t, b.pool, outbox.StatusPending))
 
 	require.NoError(t, b.outbox.SetPaused(ctx, false, "", "test"))
-	eventually(t, 5*time.Second, "publishing resumes", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") > stopped+20 })
+	eventually(t, 5*time.Second, "publishing resumes", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) > stopped+20 })
 	for _, rr := range relays {
 		eventually(t, 2*poll, "paused gauge back to 0", func() bool { return rr.metric(t, "route_passport_outbox_paused") == 0 })
 	}
@@ -409,7 +409,7 @@ func TestRelayShutdownReleasesLeases(t *testing.T) {
 	require.Less(t, took, 15*time.Second)
 	for _, r := range rows {
 		st := relaytest.Get(t, b.pool, r.ID)
-		require.Equal(t, "PENDING", st.Status)
+		require.Equal(t, outbox.StatusPending, st.Status)
 		require.Nil(t, st.LockedUntil, "lease given back")
 		require.Zero(t, st.Attempts)
 	}
@@ -430,7 +430,7 @@ func TestRelayDatabaseOutage(t *testing.T) {
 	b := &testBundle{url: url, pool: pool, outbox: store.NewOutbox(pool), bootstrap: bootstrap}
 	rr := b.start(t, relay.Config{PollInterval: 100 * time.Millisecond, ProbeMaxBackoff: 500 * time.Millisecond})
 	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic})
-	eventually(t, 10*time.Second, "first row published", func() bool { return relaytest.Count(t, pool, "PUBLISHED") == 1 })
+	eventually(t, 10*time.Second, "first row published", func() bool { return relaytest.Count(t, pool, outbox.StatusPublished) == 1 })
 	require.Equal(t, http.StatusOK, rr.readyz(t))
 
 	cluster.Stop(t)
@@ -439,7 +439,7 @@ func TestRelayDatabaseOutage(t *testing.T) {
 	cluster.Start(t)
 
 	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic})
-	eventually(t, 20*time.Second, "second row published after recovery", func() bool { return relaytest.Count(t, pool, "PUBLISHED") == 2 })
+	eventually(t, 20*time.Second, "second row published after recovery", func() bool { return relaytest.Count(t, pool, outbox.StatusPublished) == 2 })
 	eventually(t, 10*time.Second, "/readyz 200 again", func() bool { return rr.readyz(t) == http.StatusOK })
 	require.Len(t, testenv.Consume(t, bootstrap, topic, 2, 30*time.Second), 2)
 }
@@ -468,7 +468,7 @@ func TestRelayRetentionAndGauges(t *testing.T) {
 		require.NoError(t, b.pool.QueryRow(ctx, `select count(*) from route_passport_outbox where id = $1`, rows[0].ID).Scan(&n))
 		return n == 0
 	})
-	require.Equal(t, "FAILED", relaytest.Get(t, b.pool, rows[1].ID).Status, "FAILED rows are kept")
+	require.Equal(t, outbox.StatusFailed, relaytest.Get(t, b.pool, rows[1].ID).Status, "FAILED rows are kept")
 	eventually(t, 5*time.Second, "pending gauges", func() bool {
 		return rr.metric(t, "route_passport_outbox_pending") == 1 && rr.metric(t, "route_passport_outbox_oldest_pending_age_seconds") >= 90
 	})
@@ -477,7 +477,7 @@ func TestRelayRetentionAndGauges(t *testing.T) {
 	eventually(t, 10*time.Second, "published, gauges at 0", func() bool {
 		return rr.metric(t, "route_passport_outbox_pending") == 0 && rr.metric(t, "route_passport_outbox_oldest_pending_age_seconds") == 0
 	})
-	require.Equal(t, "PUBLISHED", relaytest.Get(t, b.pool, rows[2].ID).Status, "recently published rows are kept")
+	require.Equal(t, outbox.StatusPublished, relaytest.Get(t, b.pool, rows[2].ID).Status, "recently published rows are kept")
 }
 
 // TestRelayPartitionWithoutReplicasCountsNoAttempt: the broker answers
@@ -527,7 +527,7 @@ func TestRelayPartitionWithoutReplicasCountsNoAttempt(t *testing.T) {
 	eventually(t, 15*time.Second, "rows postponed", func() bool { return rr.metric(t, "route_passport_outbox_postponed_total") >= 4 })
 	for _, r := range rows {
 		st := relaytest.Get(t, b.pool, r.ID)
-		require.Equal(t, "PENDING", st.Status)
+		require.Equal(t, outbox.StatusPending, st.Status)
 		require.Zero(t, st.Attempts, "no attempt counted while the partition lacks replicas")
 		require.NotNil(t, st.LastError)
 		t.Logf("last_error: %s", *st.LastError)
@@ -537,7 +537,7 @@ func TestRelayPartitionWithoutReplicasCountsNoAttempt(t *testing.T) {
 	require.Positive(t, refused.Load())
 
 	refuse.Store(false)
-	eventually(t, 30*time.Second, "published once replicas are back", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") == 2 })
+	eventually(t, 30*time.Second, "published once replicas are back", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 2 })
 	require.Zero(t, relaytest.Get(t, b.pool, rows[0].ID).Attempts)
 }
 

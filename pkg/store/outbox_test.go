@@ -116,14 +116,14 @@ func TestOutboxClaim(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, res)
 		st := relaytest.Get(t, b.pool, cur[0].ID)
-		require.Equal(t, "PENDING", st.Status)
+		require.Equal(t, outbox.StatusPending, st.Status)
 		require.Zero(t, st.Attempts)
 
 		n, err = b.outbox.MarkPublished(ctx, leasesOf(cur))
 		require.NoError(t, err)
 		require.EqualValues(t, 1, n)
 		st = relaytest.Get(t, b.pool, cur[0].ID)
-		require.Equal(t, "PUBLISHED", st.Status)
+		require.Equal(t, outbox.StatusPublished, st.Status)
 		require.NotNil(t, st.PublishedAt)
 		require.Nil(t, st.LockedUntil)
 	})
@@ -168,24 +168,24 @@ func TestOutboxRetry(t *testing.T) {
 		require.Equal(t, "too large", *st.LastError)
 		require.Nil(t, st.LockedUntil)
 		if attempt < 3 {
-			require.Equal(t, "PENDING", res[0].Status)
+			require.Equal(t, outbox.StatusPending, res[0].Status)
 			require.WithinDuration(t, before.Add(10*time.Second), st.NextAttemptAt, 2*time.Second)
 		} else {
-			require.Equal(t, "FAILED", res[0].Status)
+			require.Equal(t, outbox.StatusFailed, res[0].Status)
 		}
 	}
 
 	t.Run("StatsAndRequeue", func(t *testing.T) {
 		s, err := b.outbox.Stats(ctx, false)
 		require.NoError(t, err)
-		require.EqualValues(t, 1, s.Counts["FAILED"])
+		require.EqualValues(t, 1, s.Counts[outbox.StatusFailed])
 		require.Equal(t, []store.FailureGroup{{LastError: "too large", Count: 1}}, s.Failures)
 
 		res, err := b.outbox.Requeue(ctx, store.RequeueFilter{Failed: true})
 		require.NoError(t, err)
 		require.EqualValues(t, 1, res.Requeued)
 		st := relaytest.Get(t, b.pool, row.ID)
-		require.Equal(t, "PENDING", st.Status)
+		require.Equal(t, outbox.StatusPending, st.Status)
 		require.Zero(t, st.Attempts)
 		require.WithinDuration(t, time.Now(), st.NextAttemptAt, 5*time.Second)
 
@@ -199,7 +199,7 @@ func TestOutboxRetry(t *testing.T) {
 		require.Zero(t, res.Requeued)
 		s, err = b.outbox.Stats(ctx, false)
 		require.NoError(t, err)
-		require.EqualValues(t, 1, s.Counts["PENDING"])
+		require.EqualValues(t, 1, s.Counts[outbox.StatusPending])
 		require.Greater(t, s.OldestPendingAgeSeconds, 0.0)
 	})
 }
@@ -228,7 +228,7 @@ func TestOutboxReleaseAndRetention(t *testing.T) {
 	require.EqualValues(t, 1, n)
 	s, err := b.outbox.Stats(ctx, true)
 	require.NoError(t, err)
-	require.Equal(t, map[string]int64{"PENDING": 1, "PUBLISHED": 1, "FAILED": 0}, s.Counts)
+	require.Equal(t, map[string]int64{outbox.StatusPending: 1, outbox.StatusPublished: 1, outbox.StatusFailed: 0}, s.Counts)
 	require.True(t, s.PublishedExact)
 	p, err := b.outbox.Pending(ctx)
 	require.NoError(t, err)
@@ -329,7 +329,7 @@ func TestOutboxPostpone(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	st := relaytest.Get(t, b.pool, row.ID)
-	require.Equal(t, "PENDING", st.Status)
+	require.Equal(t, outbox.StatusPending, st.Status)
 	require.Zero(t, st.Attempts, "no attempt counted")
 	require.Equal(t, "Local: Message timed out", *st.LastError)
 	require.Nil(t, st.LockedUntil)
@@ -444,12 +444,12 @@ where id in (select id from route_passport_outbox where status = 'PENDING' order
 	s, err := b.outbox.Stats(ctx, false)
 	require.NoError(t, err)
 	require.False(t, s.PublishedExact)
-	require.EqualValues(t, 70, s.Counts["PENDING"])
-	require.EqualValues(t, 30, s.Counts["FAILED"])
-	require.InDelta(t, 900, s.Counts["PUBLISHED"], 90, "estimate")
+	require.EqualValues(t, 70, s.Counts[outbox.StatusPending])
+	require.EqualValues(t, 30, s.Counts[outbox.StatusFailed])
+	require.InDelta(t, 900, s.Counts[outbox.StatusPublished], 90, "estimate")
 
 	s, err = b.outbox.Stats(ctx, true)
 	require.NoError(t, err)
 	require.True(t, s.PublishedExact)
-	require.EqualValues(t, 900, s.Counts["PUBLISHED"])
+	require.EqualValues(t, 900, s.Counts[outbox.StatusPublished])
 }
