@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pcp/route-processing/pkg/config"
+	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/store"
 )
 
@@ -151,8 +152,8 @@ func operator() string {
 func printStats(w io.Writer, s store.Stats) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STATUS\tROWS")
-	for _, st := range []string{store.StatusPending, store.StatusPublished, store.StatusFailed} {
-		if st == store.StatusPublished && !s.PublishedExact {
+	for _, st := range []string{outbox.StatusPending, outbox.StatusPublished, outbox.StatusFailed} {
+		if st == outbox.StatusPublished && !s.PublishedExact {
 			fmt.Fprintf(tw, "%s\t~%d\t(estimate from table statistics; --exact counts)\n", st, s.Counts[st])
 			continue
 		}
@@ -162,7 +163,7 @@ func printStats(w io.Writer, s store.Stats) error {
 		return err
 	}
 	age := "-"
-	if s.Counts[store.StatusPending] > 0 {
+	if s.Counts[outbox.StatusPending] > 0 {
 		age = (time.Duration(s.OldestPendingAgeSeconds * float64(time.Second))).Round(time.Millisecond).String()
 	}
 	fmt.Fprintf(w, "\noldest pending: %s\n", age)

@@ -11,7 +11,6 @@ import (
 	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/obs"
 	"github.com/pcp/route-processing/pkg/relay"
-	"github.com/pcp/route-processing/pkg/relay/relayio"
 	"github.com/pcp/route-processing/pkg/store"
 )
 
@@ -29,6 +28,7 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 		return err
 	}
 	logger := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	log := logger.With("component", "relay")
 	reg := obs.NewRegistry()
 	ready := obs.NewReadiness(reg, "route_passport_outbox_relay")
 	ready.Set("postgres", "starting")
@@ -67,25 +67,13 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	}
 	defer producer.Close(3 * time.Second)
 
-	r, err := relay.New(logger, relayio.Outbox{Outbox: store.NewOutbox(pool)}, relayio.Publisher{Producer: producer}, relay.Config{
-		MaxAttempts:     cfg.MaxAttempts,
-		InitialBackoff:  cfg.InitialBackoff,
-		MaxBackoff:      cfg.MaxBackoff,
-		LockTimeout:     cfg.LockTimeout,
-		BatchSize:       cfg.BatchSize,
-		PollInterval:    cfg.PollInterval,
-		PublishTimeout:  cfg.PublishTimeout,
-		Retention:       cfg.Retention,
-		ProbeMaxBackoff: cfg.ProbeMaxBackoff,
-		Workers:         cfg.Workers,
-		ShutdownGrace:   shutdownGrace,
-		Registerer:      reg,
-		Readiness:       ready,
-	})
+	rc := cfg.Config
+	rc.ShutdownGrace, rc.Registerer, rc.Readiness = shutdownGrace, reg, ready
+	r, err := relay.New(logger, store.NewOutbox(pool), producer, rc)
 	if err != nil {
-		return &config.Error{Var: "OUTBOX_*", Reason: err.Error()}
+		return err
 	}
-	logger.Info("relay: starting", "batch_size", cfg.BatchSize, "poll_interval", cfg.PollInterval,
+	log.Info("starting", "batch_size", cfg.BatchSize, "poll_interval", cfg.PollInterval,
 		"lock_timeout", cfg.LockTimeout, "publish_timeout", cfg.PublishTimeout, "max_attempts", cfg.MaxAttempts,
 		"kafka_properties", keys)
 
@@ -94,8 +82,8 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	listenDone := make(chan struct{})
 	go func() {
 		defer close(listenDone)
-		if err := store.Listen(ctx, logger, cfg.DatabaseURL, time.Second, r.Wake); err != nil && ctx.Err() == nil {
-			logger.Error("relay: outbox listener stopped; polling only", "err", err)
+		if err := store.Listen(ctx, log, cfg.DatabaseURL, time.Second, r.Wake); err != nil && ctx.Err() == nil {
+			log.Error("outbox listener stopped; polling only", "err", err)
 		}
 	}()
 
@@ -115,6 +103,6 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	}
 	cancel()
 	<-listenDone
-	logger.Info("relay: stopped")
+	log.Info("stopped")
 	return err
 }

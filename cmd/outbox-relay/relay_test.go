@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/config"
+	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/relay/relaytest"
 	"github.com/pcp/route-processing/pkg/store"
 	"github.com/pcp/route-processing/pkg/testenv"
@@ -47,7 +48,7 @@ func TestOps(t *testing.T) {
 	pool, err := store.Open(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	rows := relaytest.MustInsert(t, pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
+	rows := relaytest.MustInsert(t, pool, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
 	_, err = pool.Exec(ctx, `update route_passport_outbox set status = 'FAILED', attempts = 10, last_error = 'Broker: Message size too large' where id = $1`, rows[0].ID)
 	require.NoError(t, err)
 	env := []string{"DATABASE_URL=" + url} // no Kafka settings needed
@@ -67,7 +68,7 @@ func TestOps(t *testing.T) {
 		require.Contains(t, out, "Broker: Message size too large")
 		var s store.Stats
 		require.NoError(t, json.Unmarshal([]byte(runOK("stats", "--json")), &s))
-		require.EqualValues(t, 2, s.Counts["PENDING"])
+		require.EqualValues(t, 2, s.Counts[outbox.StatusPending])
 		require.Equal(t, []store.FailureGroup{{LastError: "Broker: Message size too large", Count: 1}}, s.Failures)
 	})
 
@@ -86,9 +87,9 @@ func TestOps(t *testing.T) {
 		require.Equal(t, "requeued 1 row(s)\n", runOK("requeue", "--failed"))
 		require.Equal(t, "requeued 0 row(s)\n", runOK("requeue", "--failed"))
 		require.Equal(t, "requeued 1 row(s)\n", runOK("requeue", "--id", rows[1].ID.String()))
-		require.Equal(t, "requeued 1 row(s)\n", runOK("requeue", "--route-id", rows[2].RouteID.String()))
+		require.Equal(t, "requeued 1 row(s)\n", runOK("requeue", "--route-id", rows[2].RouteID))
 		st := relaytest.Get(t, pool, rows[0].ID)
-		require.Equal(t, "PENDING", st.Status)
+		require.Equal(t, outbox.StatusPending, st.Status)
 		require.Zero(t, st.Attempts)
 
 		// No such row: exit 1 with a message naming it.
@@ -121,7 +122,7 @@ func TestOps(t *testing.T) {
 		var s store.Stats
 		require.NoError(t, json.Unmarshal([]byte(runOK("stats", "--json", "--exact")), &s))
 		require.True(t, s.PublishedExact)
-		require.EqualValues(t, 1, s.Counts["PUBLISHED"])
+		require.EqualValues(t, 1, s.Counts[outbox.StatusPublished])
 	})
 
 	t.Run("UsageErrors", func(t *testing.T) {
@@ -205,9 +206,9 @@ func TestRunRelayPublishes(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(runCtx, nil, env, io.Discard, logs) }()
 
-	relaytest.MustInsert(t, pool, relaytest.Row{Topic: topic}, relaytest.Row{Topic: topic})
+	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic}, outbox.Event{Topic: topic})
 	require.Len(t, testenv.Consume(t, bootstrap, topic, 2, 30*time.Second), 2)
-	require.Eventually(t, func() bool { return relaytest.Count(t, pool, "PUBLISHED") == 2 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return relaytest.Count(t, pool, outbox.StatusPublished) == 2 }, 10*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { code, _ := get("http://" + addr + "/readyz"); return code == 200 }, 10*time.Second, 20*time.Millisecond)
 	_, body := get("http://" + addr + "/metrics")
 	require.Contains(t, body, "route_passport_outbox_published_total 2")
@@ -245,12 +246,12 @@ func TestRunRelayShutdownFrozenBroker(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(runCtx, nil, env, io.Discard, logs) }()
 
-	relaytest.MustInsert(t, pool, relaytest.Row{Topic: topic})
-	require.Eventually(t, func() bool { return relaytest.Count(t, pool, "PUBLISHED") == 1 }, 30*time.Second, 20*time.Millisecond)
+	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic})
+	require.Eventually(t, func() bool { return relaytest.Count(t, pool, outbox.StatusPublished) == 1 }, 30*time.Second, 20*time.Millisecond)
 
 	broker.Pause(t)
 	defer broker.Resume(t)
-	rows := relaytest.MustInsert(t, pool, relaytest.Row{Topic: topic}, relaytest.Row{Topic: topic})
+	rows := relaytest.MustInsert(t, pool, outbox.Event{Topic: topic}, outbox.Event{Topic: topic})
 	require.Eventually(t, func() bool { return relaytest.Get(t, pool, rows[0].ID).LockedUntil != nil }, 10*time.Second, 20*time.Millisecond)
 	time.Sleep(500 * time.Millisecond) // the batch is waiting for its reports
 
@@ -265,7 +266,7 @@ func TestRunRelayShutdownFrozenBroker(t *testing.T) {
 	t.Logf("stopped in %s", time.Since(stopAt).Round(time.Millisecond))
 	for _, r := range rows {
 		st := relaytest.Get(t, pool, r.ID)
-		require.Equal(t, "PENDING", st.Status)
+		require.Equal(t, outbox.StatusPending, st.Status)
 		require.Nil(t, st.LockedUntil, "lease given back")
 		require.Zero(t, st.Attempts)
 	}

@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pcp/route-processing/pkg/relay"
 )
 
 // Error names the variable that is missing or malformed. Mains exit with
@@ -119,36 +122,12 @@ type Ingestor struct {
 	OutboxMaxAttempts int
 }
 
-// Relay is the configuration of bin/outbox-relay.
+// Relay is the configuration of bin/outbox-relay: the common settings and
+// the relay's own, whose defaults and rules are relay.Config's (relayVars
+// names the variable of each field).
 type Relay struct {
 	Common
-	// MaxAttempts: a row that failed this many publishes becomes FAILED
-	// (OUTBOX_MAX_ATTEMPTS).
-	MaxAttempts int
-	// InitialBackoff is the first retry delay, doubled per attempt
-	// (OUTBOX_INITIAL_BACKOFF).
-	InitialBackoff time.Duration
-	// MaxBackoff caps the retry delay (OUTBOX_MAX_BACKOFF).
-	MaxBackoff time.Duration
-	// LockTimeout is the lease of a claimed row (OUTBOX_LOCK_TIMEOUT).
-	LockTimeout time.Duration
-	// BatchSize is the most rows claimed at once (OUTBOX_BATCH_SIZE).
-	BatchSize int
-	// PollInterval is the fallback poll when no notification arrives, and
-	// the period within which a pause is honoured (OUTBOX_POLL_INTERVAL).
-	PollInterval time.Duration
-	// PublishTimeout bounds the wait for a batch's delivery reports and sets
-	// librdkafka's message.timeout.ms (OUTBOX_PUBLISH_TIMEOUT).
-	PublishTimeout time.Duration
-	// Retention: PUBLISHED rows older than this are deleted (OUTBOX_RETENTION;
-	// 0 disables the cleanup).
-	Retention time.Duration
-	// ProbeMaxBackoff caps the wait between broker probes during a Kafka
-	// outage (OUTBOX_PROBE_MAX_BACKOFF).
-	ProbeMaxBackoff time.Duration
-	// Workers is the number of claim/publish/mark loops per process; two
-	// let one loop's mark overlap the other's publish (OUTBOX_WORKERS).
-	Workers int
+	relay.Config
 }
 
 // LoadIngestor reads the ingestor's configuration from environ (os.Environ form).
@@ -168,45 +147,63 @@ func LoadIngestor(environ []string) (Ingestor, error) {
 	return c, r.err
 }
 
-// LeaseMargin is what OUTBOX_LOCK_TIMEOUT must leave beyond
-// OUTBOX_PUBLISH_TIMEOUT: 5s for the producer's delivery-report hand-off
-// plus 5s to mark the batch (relay.LeaseMargin).
-const LeaseMargin = 10 * time.Second
+// relayVars names the environment variable of each relay.Config field that
+// one sets.
+func relayVars() map[string]string {
+	return map[string]string{
+		"MaxAttempts":     "OUTBOX_MAX_ATTEMPTS",
+		"InitialBackoff":  "OUTBOX_INITIAL_BACKOFF",
+		"MaxBackoff":      "OUTBOX_MAX_BACKOFF",
+		"LockTimeout":     "OUTBOX_LOCK_TIMEOUT",
+		"BatchSize":       "OUTBOX_BATCH_SIZE",
+		"PollInterval":    "OUTBOX_POLL_INTERVAL",
+		"PublishTimeout":  "OUTBOX_PUBLISH_TIMEOUT",
+		"Retention":       "OUTBOX_RETENTION",
+		"ProbeMaxBackoff": "OUTBOX_PROBE_MAX_BACKOFF",
+		"Workers":         "OUTBOX_WORKERS",
+	}
+}
 
 // LoadRelay reads the relay's configuration from environ (os.Environ form).
+// It only maps variables onto relay.Config (an unset variable leaves the
+// field zero, for relay's default) and names the variable of a field that
+// relay.Config.Validate rejects.
 func LoadRelay(environ []string) (Relay, error) {
 	r := newReader(environ)
+	v := relayVars()
 	c := Relay{
-		Common:          r.common(),
-		MaxAttempts:     r.intRange("OUTBOX_MAX_ATTEMPTS", 10, 1, 1_000_000),
-		InitialBackoff:  r.duration("OUTBOX_INITIAL_BACKOFF", time.Second, false),
-		MaxBackoff:      r.duration("OUTBOX_MAX_BACKOFF", 60*time.Second, false),
-		LockTimeout:     r.duration("OUTBOX_LOCK_TIMEOUT", 60*time.Second, false),
-		BatchSize:       r.intRange("OUTBOX_BATCH_SIZE", 500, 1, 100_000),
-		PollInterval:    r.duration("OUTBOX_POLL_INTERVAL", time.Second, false),
-		PublishTimeout:  r.duration("OUTBOX_PUBLISH_TIMEOUT", 30*time.Second, false),
-		Retention:       r.duration("OUTBOX_RETENTION", 168*time.Hour, true),
-		ProbeMaxBackoff: r.duration("OUTBOX_PROBE_MAX_BACKOFF", 30*time.Second, false),
-		Workers:         r.intRange("OUTBOX_WORKERS", 2, 1, 64),
+		Common: r.common(),
+		Config: relay.Config{
+			MaxAttempts:     r.intRange(v["MaxAttempts"], 0, 1, math.MaxInt32),
+			InitialBackoff:  r.duration(v["InitialBackoff"], 0, false),
+			MaxBackoff:      r.duration(v["MaxBackoff"], 0, false),
+			LockTimeout:     r.duration(v["LockTimeout"], 0, false),
+			BatchSize:       r.intRange(v["BatchSize"], 0, 1, math.MaxInt32),
+			PollInterval:    r.duration(v["PollInterval"], 0, false),
+			PublishTimeout:  r.duration(v["PublishTimeout"], 0, false),
+			Retention:       r.duration(v["Retention"], 0, true),
+			ProbeMaxBackoff: r.duration(v["ProbeMaxBackoff"], 0, false),
+			Workers:         r.intRange(v["Workers"], 0, 1, math.MaxInt32),
+		},
 	}
-	if r.err == nil && c.MaxBackoff < c.InitialBackoff {
-		r.fail("OUTBOX_MAX_BACKOFF", fmt.Sprintf("%s is less than OUTBOX_INITIAL_BACKOFF (%s)", c.MaxBackoff, c.InitialBackoff))
+	if s, set := r.env[v["Retention"]]; set && s != "" && c.Retention == 0 {
+		c.Retention = -1 // OUTBOX_RETENTION=0 disables the sweep
 	}
-	if r.err == nil && c.LockTimeout < c.PublishTimeout+LeaseMargin {
-		// A lease should outlive the wait for its batch's delivery reports
-		// (the publish timeout plus the producer's hand-off margin) and the
-		// marks after it, or a second relay could take rows that are still
-		// in flight and publish them twice (never lose them: marks check
-		// the lease token). When the publish timeout was not set, derive it
-		// from the lease; short leases (tests, drills) keep half for the
-		// margins.
-		if _, set := r.env["OUTBOX_PUBLISH_TIMEOUT"]; !set {
-			c.PublishTimeout = max(c.LockTimeout-LeaseMargin, c.LockTimeout/2)
-		} else if c.LockTimeout <= c.PublishTimeout {
-			r.fail("OUTBOX_LOCK_TIMEOUT", fmt.Sprintf("%s must exceed OUTBOX_PUBLISH_TIMEOUT (%s), by %s or more", c.LockTimeout, c.PublishTimeout, LeaseMargin))
+	if r.err != nil {
+		return c, r.err
+	}
+	var fe *relay.FieldError
+	if err := c.Validate(); errors.As(err, &fe) {
+		name, ok := v[fe.Field]
+		if !ok {
+			name = "OUTBOX_*"
 		}
+		return c, &Error{Var: name, Reason: fe.Reason}
+	} else if err != nil {
+		return c, err
 	}
-	return c, r.err
+	c.Config = c.WithDefaults()
+	return c, nil
 }
 
 // reader keeps the first error, so each Load reads top to bottom and reports

@@ -152,3 +152,21 @@ func TestKafkaPropertiesPerClient(t *testing.T) {
 	require.Equal(t, map[string]string{"security.protocol": "SASL_SSL", "linger.ms": "20"}, c.ProducerProperties())
 	require.NotContains(t, c.KafkaProperties, "group.instance.id")
 }
+
+// TestRelayRulesNameTheVariable: a rule of relay.Config (its own bounds and
+// cross-field rules) is reported under the variable that set the field.
+func TestRelayRulesNameTheVariable(t *testing.T) {
+	t.Parallel()
+	for environ, want := range map[string]string{
+		"OUTBOX_WORKERS=65":        "OUTBOX_WORKERS",
+		"OUTBOX_BATCH_SIZE=100001": "OUTBOX_BATCH_SIZE",
+	} {
+		_, err := LoadRelay(env(environ))
+		var cfgErr *Error
+		require.True(t, errors.As(err, &cfgErr), "%s: want *config.Error, got %v", environ, err)
+		require.Equal(t, want, cfgErr.Var)
+	}
+	c, err := LoadRelay(env("OUTBOX_RETENTION=0"))
+	require.NoError(t, err)
+	require.Negative(t, c.Retention, "0 disables the retention sweep")
+}

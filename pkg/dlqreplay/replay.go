@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pcp/route-processing/pkg/kafkax"
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 // Reader reads a topic without a consumer group. *kafkax.Reader implements it.
@@ -34,7 +35,7 @@ type Producer interface {
 	// ProduceBatch sends every message and waits for every delivery
 	// report; the i-th error is nil when msgs[i] was acknowledged by all
 	// in-sync replicas.
-	ProduceBatch(ctx context.Context, msgs []kafkax.Message) []error
+	ProduceBatch(ctx context.Context, msgs []record.Record) []error
 }
 
 // Config configures a replay.
@@ -138,13 +139,15 @@ func (r *Replayer) Run(ctx context.Context) (Result, error) {
 		if len(batch) == 0 {
 			return nil
 		}
-		msgs := make([]kafkax.Message, len(batch))
+		msgs := make([]record.Record, len(batch))
 		for i, s := range batch {
-			msgs[i] = kafkax.Message{
-				Topic:   r.cfg.Topic,
-				Key:     s.rec.Key,
-				Value:   s.rec.Value,
-				Headers: StripDLQHeaders(s.rec.Headers),
+			msgs[i] = record.Record{
+				Topic: r.cfg.Topic,
+				Key:   s.rec.Key,
+				Value: s.rec.Value,
+			}
+			for _, h := range StripDLQHeaders(s.rec.Headers) {
+				msgs[i].Headers = append(msgs[i].Headers, record.Header{Key: h.Key, Value: h.Value})
 			}
 		}
 		errs := r.producer.ProduceBatch(ctx, msgs)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/kafkax"
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 // fakeReader serves records from memory with the semantics of kafkax.Reader.
@@ -65,12 +66,12 @@ func (f *fakeReader) ReadRanges(_ context.Context, _ string, ranges []kafkax.Par
 
 // fakeProducer records what it is given; fail picks the messages to refuse.
 type fakeProducer struct {
-	batches [][]kafkax.Message
-	fail    func(kafkax.Message) bool
+	batches [][]record.Record
+	fail    func(record.Record) bool
 }
 
-func (f *fakeProducer) ProduceBatch(_ context.Context, msgs []kafkax.Message) []error {
-	f.batches = append(f.batches, append([]kafkax.Message(nil), msgs...))
+func (f *fakeProducer) ProduceBatch(_ context.Context, msgs []record.Record) []error {
+	f.batches = append(f.batches, append([]record.Record(nil), msgs...))
 	errs := make([]error, len(msgs))
 	for i, m := range msgs {
 		if f.fail != nil && f.fail(m) {
@@ -80,8 +81,8 @@ func (f *fakeProducer) ProduceBatch(_ context.Context, msgs []kafkax.Message) []
 	return errs
 }
 
-func (f *fakeProducer) sent() []kafkax.Message {
-	var out []kafkax.Message
+func (f *fakeProducer) sent() []record.Record {
+	var out []record.Record
 	for _, b := range f.batches {
 		out = append(out, b...)
 	}
@@ -228,7 +229,7 @@ func TestRun(t *testing.T) {
 	t.Run("stops after the first batch with a failed delivery", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.producer.fail = func(m kafkax.Message) bool { return string(m.Key) == "k0" }
+		b.producer.fail = func(m record.Record) bool { return string(m.Key) == "k0" }
 		res, err := b.run(t, Config{BatchSize: 2})
 		require.ErrorIs(t, err, ErrDeliveryFailed)
 		require.Equal(t, Result{Scanned: 2, Selected: 2, Replayed: 1, Failed: 1}, res)

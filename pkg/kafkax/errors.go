@@ -1,9 +1,13 @@
 package kafkax
 
 import (
+	"context"
 	"errors"
+	"fmt"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 var (
@@ -131,4 +135,22 @@ func IsFatal(err error) bool { return isFatal(err) }
 func IsMessageTooLarge(err error) bool {
 	var kerr kafka.Error
 	return errors.As(err, &kerr) && kerr.Code() == kafka.ErrMsgSizeTooLarge
+}
+
+// classify wraps a produce error with the record sentinel that says whose
+// fault it is: record.ErrNotAttempted (never judged: producer reset, closed
+// or purged, or ctx ended first), record.ErrUnavailable (the cluster's
+// fault), or nothing (the message's fault).
+func classify(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case IsNotAttempted(err):
+		return fmt.Errorf("%w: %w", record.ErrNotAttempted, err)
+	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		return fmt.Errorf("%w: %w", record.ErrNotAttempted, err)
+	case IsUnavailable(err):
+		return fmt.Errorf("%w: %w", record.ErrUnavailable, err)
+	}
+	return err
 }

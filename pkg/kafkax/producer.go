@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 // ProducerConfig configures an idempotent producer.
@@ -172,11 +174,22 @@ func (pr *Producer) drainEvents(events chan kafka.Event) {
 	}
 }
 
-// ProduceBatch sends every message, then waits for every delivery report.
-// The i-th error is nil when msgs[i] was acknowledged by all in-sync replicas.
-// When ctx ends first, the messages not yet reported get ctx's error; they
-// may still be delivered later (at least once).
-func (pr *Producer) ProduceBatch(ctx context.Context, msgs []Message) []error {
+// ProduceBatch sends every record (Topic, Key, Value, Headers; the rest is
+// ignored), then waits for every delivery report. The i-th error is nil when
+// recs[i] was acknowledged by all in-sync replicas; otherwise it wraps
+// [record.ErrNotAttempted] or [record.ErrUnavailable] when the fault is not
+// the record's (see [classify]). When ctx ends first, the records not yet
+// reported get ctx's error (wrapping record.ErrNotAttempted); they may still
+// be delivered later (at least once).
+func (pr *Producer) ProduceBatch(ctx context.Context, recs []record.Record) []error {
+	errs := pr.produceBatch(ctx, recs)
+	for i, err := range errs {
+		errs[i] = classify(ctx, err)
+	}
+	return errs
+}
+
+func (pr *Producer) produceBatch(ctx context.Context, msgs []record.Record) []error {
 	errs := make([]error, len(msgs))
 	if len(msgs) == 0 {
 		return errs
@@ -202,7 +215,7 @@ func (pr *Producer) ProduceBatch(ctx context.Context, msgs []Message) []error {
 			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
 			Key:            m.Key,
 			Value:          m.Value,
-			Headers:        toKafkaHeaders(m.Headers),
+			Headers:        recordHeaders(m.Headers),
 			Opaque:         i,
 		}
 		if err := produceRetryingQueueFull(ctx, p, km, reports); err != nil {
@@ -246,6 +259,17 @@ func (pr *Producer) ProduceBatch(ctx context.Context, msgs []Message) []error {
 		}
 	}
 	return errs
+}
+
+func recordHeaders(hs []record.Header) []kafka.Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]kafka.Header, len(hs))
+	for i, h := range hs {
+		out[i] = kafka.Header{Key: h.Key, Value: h.Value}
+	}
+	return out
 }
 
 func fillWaiting(errs []error, waiting []bool, err error) []error {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 func TestErrorClasses(t *testing.T) {
@@ -87,7 +89,7 @@ func TestResetWaitsForCallsInFlight(t *testing.T) {
 	require.NoError(t, err)
 	old.release()
 	done := make(chan []error, 1)
-	go func() { done <- pr.ProduceBatch(ctx, []Message{{Topic: "t", Value: []byte("v")}}) }()
+	go func() { done <- pr.ProduceBatch(ctx, []record.Record{{Topic: "t", Value: []byte("v")}}) }()
 	time.Sleep(300 * time.Millisecond) // the call is waiting for its report
 
 	pr.reset(old, kafka.NewError(kafka.ErrFatal, "test: fatal", true))
@@ -107,6 +109,7 @@ func TestResetWaitsForCallsInFlight(t *testing.T) {
 	cancel()
 	errs := <-done
 	require.ErrorIs(t, errs[0], context.Canceled, "the call ended on its own terms, not on a closed client")
+	require.ErrorIs(t, errs[0], record.ErrNotAttempted, "a cancelled call judged nothing")
 	require.Eventually(t, old.p.IsClosed, 10*time.Second, 10*time.Millisecond, "closed once the call returned")
 }
 
@@ -117,7 +120,8 @@ func TestClosedProducerIsNotAttempted(t *testing.T) {
 	})
 	require.NoError(t, err)
 	pr.Close(100 * time.Millisecond)
-	errs := pr.ProduceBatch(context.Background(), []Message{{Topic: "t", Value: []byte("v")}})
+	errs := pr.ProduceBatch(context.Background(), []record.Record{{Topic: "t", Value: []byte("v")}})
 	require.ErrorIs(t, errs[0], ErrClosed)
 	require.True(t, IsNotAttempted(errs[0]))
+	require.ErrorIs(t, errs[0], record.ErrNotAttempted, "wrapped for callers without the client library")
 }

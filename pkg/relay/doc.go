@@ -51,7 +51,7 @@
 // no class below claims.
 //
 // An error that says the cluster could not take the message
-// ([ErrUnavailable]: unreachable brokers, timeouts, a partition without a
+// ([record.ErrUnavailable]: unreachable brokers, timeouts, a partition without a
 // leader, not enough in-sync replicas) never counts. The relay probes the
 // cluster: if no broker answers, it gives the leases back, reports "kafka"
 // not ready, stops claiming, and probes with capped backoff until a broker
@@ -60,7 +60,7 @@
 // last_error but not counting an attempt
 // (route_passport_outbox_postponed_total).
 //
-// Messages the producer never submitted to the cluster ([ErrNotAttempted]:
+// Messages the producer never submitted to the cluster ([record.ErrNotAttempted]:
 // the client was reset after a fatal error, closed, or purged its queues;
 // the relay is stopping) are given back at once. While stopping, the relay
 // does not probe at all (a metadata request ignores cancellation) and gives

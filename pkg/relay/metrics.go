@@ -17,6 +17,10 @@ type metrics struct {
 	claimedRows   prometheus.Histogram
 	kafkaOutages  prometheus.Counter
 	lostLeaseRows prometheus.Counter
+	oldestXactAge prometheus.Gauge
+	liveTuples    prometheus.Gauge
+	deadTuples    prometheus.Gauge
+	tableBytes    prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -76,10 +80,27 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "route_passport_outbox_lost_lease_total",
 			Help: "Rows whose mark changed nothing because their lease had been taken over.",
 		}),
+		oldestXactAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "route_passport_db_oldest_xact_age_seconds",
+			Help: "Age of the oldest transaction or snapshot on the database holding back the xmin horizon (vacuum), 0 when none (refreshed with the pending gauges).",
+		}),
+		liveTuples: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "route_passport_outbox_live_tuples",
+			Help: "Live tuples of route_passport_outbox (pg_stat_user_tables estimate).",
+		}),
+		deadTuples: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "route_passport_outbox_dead_tuples",
+			Help: "Dead tuples of route_passport_outbox not yet vacuumed (pg_stat_user_tables estimate).",
+		}),
+		tableBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "route_passport_outbox_table_bytes",
+			Help: "Size of route_passport_outbox with its indexes and TOAST (pg_total_relation_size).",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.published, m.retried, m.failed, m.released, m.postponed, m.pending, m.oldestAge,
-			m.paused, m.publishTime, m.ingestToPub, m.claimedRows, m.kafkaOutages, m.lostLeaseRows)
+			m.paused, m.publishTime, m.ingestToPub, m.claimedRows, m.kafkaOutages, m.lostLeaseRows,
+			m.oldestXactAge, m.liveTuples, m.deadTuples, m.tableBytes)
 	}
 	return m
 }

@@ -11,47 +11,50 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/outbox"
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 // fakeOutbox records what the relay asks of the outbox.
 type fakeOutbox struct {
 	mu        sync.Mutex
-	published []Lease
-	retried   []Retry
-	released  []Lease
-	postponed []Retry
+	published []outbox.Lease
+	retried   []outbox.Retry
+	released  []outbox.Lease
+	postponed []outbox.Retry
 }
 
-func (f *fakeOutbox) Claim(context.Context, int, int64, time.Duration) ([]Row, bool, error) {
+func (f *fakeOutbox) Claim(context.Context, int, int64, time.Duration) ([]outbox.Row, bool, error) {
 	return nil, false, nil
 }
 
-func (f *fakeOutbox) MarkPublished(_ context.Context, ls []Lease) (int64, error) {
+func (f *fakeOutbox) MarkPublished(_ context.Context, ls []outbox.Lease) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.published = append(f.published, ls...)
 	return int64(len(ls)), nil
 }
 
-func (f *fakeOutbox) Retry(_ context.Context, rs []Retry, _ int) ([]RetryResult, error) {
+func (f *fakeOutbox) Retry(_ context.Context, rs []outbox.Retry, _ int) ([]outbox.RetryResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.retried = append(f.retried, rs...)
-	out := make([]RetryResult, len(rs))
+	out := make([]outbox.RetryResult, len(rs))
 	for i, r := range rs {
-		out[i] = RetryResult{ID: r.ID, Status: "PENDING", Attempts: 1}
+		out[i] = outbox.RetryResult{ID: r.ID, Status: outbox.StatusPending, Attempts: 1}
 	}
 	return out, nil
 }
 
-func (f *fakeOutbox) Release(_ context.Context, ls []Lease) (int64, error) {
+func (f *fakeOutbox) Release(_ context.Context, ls []outbox.Lease) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.released = append(f.released, ls...)
 	return int64(len(ls)), nil
 }
 
-func (f *fakeOutbox) Postpone(_ context.Context, rs []Retry) (int64, error) {
+func (f *fakeOutbox) Postpone(_ context.Context, rs []outbox.Retry) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.postponed = append(f.postponed, rs...)
@@ -60,32 +63,36 @@ func (f *fakeOutbox) Postpone(_ context.Context, rs []Retry) (int64, error) {
 
 func (f *fakeOutbox) Paused(context.Context) (bool, error) { return false, nil }
 
-func (f *fakeOutbox) Pending(context.Context) (PendingSummary, error) {
-	return PendingSummary{}, nil
+func (f *fakeOutbox) Pending(context.Context) (outbox.PendingSummary, error) {
+	return outbox.PendingSummary{}, nil
+}
+
+func (f *fakeOutbox) TableHealth(context.Context) (outbox.TableHealth, error) {
+	return outbox.TableHealth{}, nil
 }
 
 func (f *fakeOutbox) DeletePublished(context.Context, time.Duration, int) (int64, error) {
 	return 0, nil
 }
 
-// fakePublisher answers each PublishBatch with publish(msgs) and each Probe
+// fakePublisher answers each ProduceBatch with publish(msgs) and each Probe
 // with probe().
 type fakePublisher struct {
 	mu      sync.Mutex
-	batches [][]Message
+	batches [][]record.Record
 	probes  int
-	publish func(ctx context.Context, msgs []Message) []error
+	publish func(ctx context.Context, msgs []record.Record) []error
 	probe   func(ctx context.Context) error
 }
 
-func (p *fakePublisher) PublishBatch(ctx context.Context, msgs []Message) []error {
+func (p *fakePublisher) ProduceBatch(ctx context.Context, msgs []record.Record) []error {
 	p.mu.Lock()
 	p.batches = append(p.batches, msgs)
 	p.mu.Unlock()
 	return p.publish(ctx, msgs)
 }
 
-func (p *fakePublisher) Probe(ctx context.Context, _ time.Duration) error {
+func (p *fakePublisher) Probe(ctx context.Context, _ string, _ time.Duration) error {
 	p.mu.Lock()
 	p.probes++
 	p.mu.Unlock()
@@ -95,8 +102,8 @@ func (p *fakePublisher) Probe(ctx context.Context, _ time.Duration) error {
 	return p.probe(ctx)
 }
 
-func all(err error) func(context.Context, []Message) []error {
-	return func(_ context.Context, msgs []Message) []error {
+func all(err error) func(context.Context, []record.Record) []error {
+	return func(_ context.Context, msgs []record.Record) []error {
 		errs := make([]error, len(msgs))
 		for i := range errs {
 			errs[i] = err
@@ -109,17 +116,16 @@ func newTestRelay(t *testing.T, ob Outbox, pub Publisher, cfg Config) *Relay {
 	t.Helper()
 	r, err := New(slog.New(slog.NewTextHandler(io.Discard, nil)), ob, pub, cfg)
 	require.NoError(t, err)
-	r.runCtx = context.Background()
 	return r
 }
 
-func testRows(n int) []Row {
-	rows := make([]Row, n)
+func testRows(n int) []outbox.Row {
+	rows := make([]outbox.Row, n)
 	token := uuid.New()
 	for i := range rows {
 		id := uuid.New()
-		rows[i] = Row{ID: id, RouteID: uuid.New(), EventType: "E", Topic: "t", Key: "k",
-			Payload: []byte(`{}`), Headers: map[string]string{"eventId": id.String()}, CreatedAt: time.Now(), Token: token}
+		rows[i] = outbox.Row{ID: id, RouteID: uuid.New(), EventType: "E", Topic: "t", Key: "k",
+			Payload: []byte(`{}`), Headers: []record.Header{{Key: "eventId", Value: []byte(id.String())}}, CreatedAt: time.Now(), Token: token}
 	}
 	return rows
 }
@@ -131,8 +137,8 @@ func testRows(n int) []Row {
 func TestUnavailableWhileClusterAnswersCountsNoAttempt(t *testing.T) {
 	t.Parallel()
 	ob := &fakeOutbox{}
-	cause := errors.New("Local: Message timed out (after NOT_ENOUGH_REPLICAS)")
-	pub := &fakePublisher{publish: all(errors.Join(ErrUnavailable, cause))}
+	cause := errors.New("Local: record.Record timed out (after NOT_ENOUGH_REPLICAS)")
+	pub := &fakePublisher{publish: all(errors.Join(record.ErrUnavailable, cause))}
 	r := newTestRelay(t, ob, pub, Config{InitialBackoff: time.Second, MaxBackoff: time.Minute})
 	rows := testRows(3)
 	r.process(context.Background(), rows)
@@ -155,13 +161,13 @@ func TestStoppingSkipsTheProbe(t *testing.T) {
 	ob := &fakeOutbox{}
 	ctx, cancel := context.WithCancel(context.Background())
 	pub := &fakePublisher{
-		publish: func(_ context.Context, msgs []Message) []error {
+		publish: func(_ context.Context, msgs []record.Record) []error {
 			cancel() // SIGTERM while the batch waits for its reports
-			return all(ErrUnavailable)(nil, msgs)
+			return all(record.ErrUnavailable)(nil, msgs)
 		},
 		probe: func(context.Context) error {
 			time.Sleep(5 * time.Second) // GetMetadata against a frozen broker
-			return ErrUnavailable
+			return record.ErrUnavailable
 		},
 	}
 	r := newTestRelay(t, ob, pub, Config{})
@@ -186,7 +192,7 @@ func TestBadHeadersChargeOnlyTheirRow(t *testing.T) {
 
 	require.Len(t, pub.batches, 1)
 	require.Len(t, pub.batches[0], 2, "the bad row is not sent")
-	require.ElementsMatch(t, []Lease{{rows[0].ID, rows[0].Token}, {rows[2].ID, rows[2].Token}}, ob.published)
+	require.ElementsMatch(t, []outbox.Lease{rows[0].Lease(), rows[2].Lease()}, ob.published)
 	require.Len(t, ob.retried, 1)
 	require.Equal(t, rows[1].ID, ob.retried[0].ID)
 	require.Contains(t, ob.retried[0].Error, "headers are not a JSON object")
@@ -198,8 +204,8 @@ func TestBadHeadersChargeOnlyTheirRow(t *testing.T) {
 func TestIsolationEndsBeforeTheLease(t *testing.T) {
 	t.Parallel()
 	ob := &fakeOutbox{}
-	rejected := errors.New("Broker: Message size too large")
-	pub := &fakePublisher{publish: func(_ context.Context, msgs []Message) []error {
+	rejected := errors.New("Broker: record.Record size too large")
+	pub := &fakePublisher{publish: func(_ context.Context, msgs []record.Record) []error {
 		if len(msgs) == 1 {
 			time.Sleep(200 * time.Millisecond) // a slow single send
 		}
@@ -222,4 +228,16 @@ func TestValidateLeaseMargin(t *testing.T) {
 	require.NoError(t, Config{PublishTimeout: 2 * time.Second, LockTimeout: 4 * time.Second}.Validate(),
 		"a short lease is allowed: it risks duplicates, never losses")
 	require.NoError(t, Config{}.Validate(), "the defaults (60s lease, 30s publish) fit")
+	var fe *FieldError
+	require.ErrorAs(t, Config{PublishTimeout: 30 * time.Second, LockTimeout: 30 * time.Second}.Validate(), &fe)
+	require.Equal(t, "LockTimeout", fe.Field, "the field is named for callers that map it to their source")
+}
+
+func TestDefaultPublishTimeoutFollowsTheLease(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, DefaultPublishTimeout, Config{}.WithDefaults().PublishTimeout)
+	require.Equal(t, 15*time.Second, Config{LockTimeout: 25 * time.Second}.WithDefaults().PublishTimeout, "lease − LeaseMargin")
+	require.Equal(t, 2*time.Second, Config{LockTimeout: 4 * time.Second}.WithDefaults().PublishTimeout, "half a short lease")
+	require.Equal(t, 50*time.Second, Config{LockTimeout: 40 * time.Second, PublishTimeout: 50 * time.Second}.WithDefaults().PublishTimeout,
+		"a set value is kept (and Validate rejects it)")
 }

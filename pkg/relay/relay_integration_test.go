@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -21,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/relay"
 	"github.com/pcp/route-processing/pkg/relay/relaytest"
 	"github.com/pcp/route-processing/pkg/store"
@@ -35,17 +37,19 @@ func TestRelayPublishesBothTopics(t *testing.T) {
 	geo := testenv.Topic(t, "pcp.route.georeference", 3)
 	route := uuid.New()
 	rows := relaytest.MustInsert(t, b.pool,
-		relaytest.Row{RouteID: route, EventType: relaytest.ModeStatusChanged, Topic: in, Key: "trace-1",
+		outbox.Event{RouteID: route.String(), Type: relaytest.ModeStatusChanged, Topic: in, Key: "trace-1",
 			Payload: []byte(`{"type":"ModeStatusChangedEvent","data":{"routeId":"` + route.String() + `","routeStatus":"PROCESSED"},"traceId":"trace-1","correlationId":"req-9"}`),
-			Headers: map[string]string{"type": relaytest.ModeStatusChanged, "traceId": "trace-1", "correlationId": "req-9",
-				"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}},
-		relaytest.Row{RouteID: route, EventType: relaytest.RouteGeoRef, Topic: geo, Key: route.String(),
+			Headers: outbox.OrderHeaders(map[string]string{"type": relaytest.ModeStatusChanged, "traceId": "trace-1", "correlationId": "req-9",
+				"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})},
+		outbox.Event{RouteID: route.String(), Type: relaytest.RouteGeoRef, Topic: geo, Key: route.String(),
 			Payload: []byte(`{"type":"RouteGeoRefEvent","data":{"routeId":"` + route.String() + `","geometry":"POLYGON((30 10,40 40,20 40,10 20,30 10))"},"traceId":null,"correlationId":null}`),
-			Headers: map[string]string{"type": relaytest.RouteGeoRef}},
+			Headers: outbox.OrderHeaders(map[string]string{"type": relaytest.RouteGeoRef})},
 	)
 	// eventId is the row id (contract §2); the ingestor stores it in headers.
 	for i := range rows {
-		rows[i].Headers["eventId"] = rows[i].ID.String()
+		m := outbox.HeaderMap(rows[i].Headers)
+		m["eventId"] = rows[i].ID.String()
+		rows[i].Headers = outbox.OrderHeaders(m)
 	}
 	_, err := b.pool.Exec(context.Background(), `update route_passport_outbox set headers = headers || jsonb_build_object('eventId', id::text)`)
 	require.NoError(t, err)
@@ -62,11 +66,11 @@ func TestRelayPublishesBothTopics(t *testing.T) {
 		for _, h := range rec.Headers {
 			got[h.Key] = string(h.Value)
 		}
-		require.Equal(t, row.Headers, got)
+		require.Equal(t, outbox.HeaderMap(row.Headers), got)
 		require.Equal(t, "type", rec.Headers[0].Key, "contract headers come first, in order")
 	}
 	eventually(t, 10*time.Second, "rows PUBLISHED", func() bool {
-		return relaytest.Count(t, b.pool, "PUBLISHED") == 2
+		return relaytest.Count(t, b.pool, outbox.StatusPublished) == 2
 	})
 	for _, row := range rows {
 		st := relaytest.Get(t, b.pool, row.ID)
@@ -97,8 +101,8 @@ func TestRelayRejectedMessage(t *testing.T) {
 	// batch, which the broker refuses as a whole (the relay then sends
 	// each alone once).
 	ins := relaytest.MustInsert(t, b.pool,
-		relaytest.Row{Topic: small, Payload: []byte(`{"blob":"` + randomText(8000) + `"}`)}, // incompressible: the producer compresses (lz4)
-		relaytest.Row{Topic: small})
+		outbox.Event{Topic: small, Payload: []byte(`{"blob":"` + randomText(8000) + `"}`)}, // incompressible: the producer compresses (lz4)
+		outbox.Event{Topic: small})
 	big, ok := ins[0], ins[1]
 
 	const initial, maxBackoff = 300 * time.Millisecond, 600 * time.Millisecond
@@ -113,11 +117,11 @@ func TestRelayRejectedMessage(t *testing.T) {
 	var final relaytest.State
 	eventually(t, 20*time.Second, "row FAILED", func() bool {
 		st := relaytest.Get(t, b.pool, big.ID)
-		if st.Status == "PENDING" && st.Attempts > 0 {
+		if st.Status == outbox.StatusPending && st.Attempts > 0 {
 			delays[st.Attempts] = st.NextAttemptAt.Sub(st.UpdatedAt)
 		}
 		final = st
-		return st.Status == "FAILED"
+		return st.Status == outbox.StatusFailed
 	})
 	require.Equal(t, 3, final.Attempts)
 	require.Equal(t, 3, final.MaxAttempts)
@@ -129,7 +133,7 @@ func TestRelayRejectedMessage(t *testing.T) {
 		require.GreaterOrEqual(t, got, want-time.Millisecond, "attempt %d", attempts)
 		require.LessOrEqual(t, got, want+want/10+time.Millisecond, "attempt %d", attempts)
 	}
-	require.Equal(t, "PUBLISHED", relaytest.Get(t, b.pool, ok.ID).Status, "the other row of the batch is published")
+	require.Equal(t, outbox.StatusPublished, relaytest.Get(t, b.pool, ok.ID).Status, "the other row of the batch is published")
 	require.Equal(t, 1.0, rr.metric(t, "route_passport_outbox_failed_total"))
 	require.Equal(t, 2.0, rr.metric(t, "route_passport_outbox_retry_total"))
 
@@ -141,7 +145,7 @@ func TestRelayRejectedMessage(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, res.Requeued)
 	eventually(t, 30*time.Second, "requeued row PUBLISHED", func() bool {
-		return relaytest.Get(t, b.pool, big.ID).Status == "PUBLISHED"
+		return relaytest.Get(t, b.pool, big.ID).Status == outbox.StatusPublished
 	})
 }
 
@@ -170,27 +174,27 @@ func TestRelayKafkaOutage(t *testing.T) {
 		ProbeMaxBackoff: 500 * time.Millisecond})
 
 	for i := 0; i < 10; i++ {
-		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic})
+		relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic})
 	}
-	eventually(t, 30*time.Second, "warm-up rows published", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") == 10 })
+	eventually(t, 30*time.Second, "warm-up rows published", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 10 })
 
 	broker.Pause(t)
 	outageStart := time.Now()
 	for i := 0; i < 40; i++ {
-		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic})
+		relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic})
 	}
 	eventually(t, 15*time.Second, "/readyz not 200 during the outage", func() bool { return rr.readyz(t) != http.StatusOK })
 	// MaxAttempts × MaxBackoff is 300ms; stay down for several publish
 	// timeouts more.
 	for time.Since(outageStart) < 6*time.Second {
-		require.Zero(t, relaytest.Count(t, b.pool, "FAILED"))
+		require.Zero(t, relaytest.Count(t, b.pool, outbox.StatusFailed))
 		require.NotEqual(t, http.StatusOK, rr.readyz(t))
 		time.Sleep(200 * time.Millisecond)
 	}
 	broker.Resume(t)
 
-	eventually(t, 60*time.Second, "everything published after recovery", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") == 50 })
-	require.Zero(t, relaytest.Count(t, b.pool, "FAILED"))
+	eventually(t, 60*time.Second, "everything published after recovery", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 50 })
+	require.Zero(t, relaytest.Count(t, b.pool, outbox.StatusFailed))
 	var maxAttempts int
 	require.NoError(t, b.pool.QueryRow(context.Background(), `select max(attempts) from route_passport_outbox`).Scan(&maxAttempts))
 	require.Zero(t, maxAttempts, "no attempt counted during the outage")
@@ -222,7 +226,7 @@ func TestRelayThreeRelays(t *testing.T) {
 	_, err := b.pool.Exec(context.Background(), `select pg_notify($1, '')`, store.NotifyChannel)
 	require.NoError(t, err)
 	start := time.Now()
-	eventually(t, 3*time.Minute, "10,000 rows PUBLISHED", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") == 10_000 })
+	eventually(t, 3*time.Minute, "10,000 rows PUBLISHED", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 10_000 })
 	t.Logf("10,000 rows published by 3 relays in %s", time.Since(start).Round(time.Millisecond))
 
 	seen := map[string]int{}
@@ -263,28 +267,27 @@ func TestRelayLeaseTakeover(t *testing.T) {
 	b := setup(t, bootstrap)
 	topic := testenv.Topic(t, "takeover", 1)
 	for i := 0; i < 10; i++ {
-		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic})
+		relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic})
 	}
 	ctx := context.Background()
 	const lease = 2 * time.Second
-	claimed, err := b.outbox.Claim(ctx, store.ClaimLimits{Rows: 100}, lease) // the relay that is killed mid-batch
+	claimedAt := time.Now()                            // the lease starts inside the claim, not before
+	dead, _, err := b.outbox.Claim(ctx, 100, 0, lease) // the relay that is killed mid-batch
 	require.NoError(t, err)
-	dead := claimed.Rows
 	require.Len(t, dead, 10)
-	claimedAt := time.Now()
 
 	b.start(t, relay.Config{PollInterval: 100 * time.Millisecond})
 	time.Sleep(lease / 2)
-	require.Zero(t, relaytest.Count(t, b.pool, "PUBLISHED"), "leased rows are not taken before the lease expires")
-	eventually(t, 30*time.Second, "rows taken over and published", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") == 10 })
+	require.Zero(t, relaytest.Count(t, b.pool, outbox.StatusPublished), "leased rows are not taken before the lease expires")
+	eventually(t, 30*time.Second, "rows taken over and published", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 10 })
 	require.GreaterOrEqual(t, time.Since(claimedAt), lease)
 
 	before := relaytest.Get(t, b.pool, dead[0].ID)
-	leases := make([]store.Lease, len(dead))
-	retries := make([]store.Retry, len(dead))
+	leases := make([]outbox.Lease, len(dead))
+	retries := make([]outbox.Retry, len(dead))
 	for i, r := range dead {
-		leases[i] = store.Lease{ID: r.ID, Token: r.Token}
-		retries[i] = store.Retry{ID: r.ID, Token: r.Token, Error: "late", Delay: time.Hour}
+		leases[i] = r.Lease()
+		retries[i] = outbox.Retry{ID: r.ID, Token: r.Token, Error: "late", Delay: time.Hour}
 	}
 	n, err := b.outbox.MarkPublished(ctx, leases)
 	require.NoError(t, err)
@@ -316,12 +319,12 @@ func TestRelayPause(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { // steady traffic
 		for ctx.Err() == nil {
-			_, _ = relaytest.Insert(ctx, b.pool, relaytest.Row{Topic: topic})
+			_, _ = relaytest.Insert(ctx, b.pool, outbox.Event{Topic: topic})
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	eventually(t, 10*time.Second, "traffic flows", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") > 20 })
+	eventually(t, 10*time.Second, "traffic flows", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) > 20 })
 
 	require.NoError(t, b.outbox.SetPaused(ctx, true, "test incident", "test"))
 	pausedAt := time.Now()
@@ -332,7 +335,7 @@ func TestRelayPause(t *testing.T) {
 		require.NoError(t, b.pool.QueryRow(ctx, `select count(*) from route_passport_outbox where status = 'PENDING' and locked_until > now()`).Scan(&leased))
 		return leased == 0
 	})
-	stopped := relaytest.Count(t, b.pool, "PUBLISHED")
+	stopped := relaytest.Count(t, b.pool, outbox.StatusPublished)
 	for i, rr := range relays {
 		require.Equal(t, 1.0, rr.metric(t, "route_passport_outbox_paused"), "relay %d paused gauge", i)
 		require.Equal(t, http.StatusOK, rr.readyz(t), "relay %d stays ready while paused", i)
@@ -341,11 +344,11 @@ func TestRelayPause(t *testing.T) {
 	var last time.Time
 	require.NoError(t, b.pool.QueryRow(ctx, `select max(published_at) from route_passport_outbox`).Scan(&last))
 	t.Logf("last publish %s after the pause", last.Sub(pausedAt))
-	require.Equal(t, stopped, relaytest.Count(t, b.pool, "PUBLISHED"), "nothing published while paused")
-	require.Positive(t, relaytest.Count(t, b.pool, "PENDING"))
+	require.Equal(t, stopped, relaytest.Count(t, b.pool, outbox.StatusPublished), "nothing published while paused")
+	require.Positive(t, relaytest.Count(t, b.pool, outbox.StatusPending))
 
 	require.NoError(t, b.outbox.SetPaused(ctx, false, "", "test"))
-	eventually(t, 5*time.Second, "publishing resumes", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") > stopped+20 })
+	eventually(t, 5*time.Second, "publishing resumes", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) > stopped+20 })
 	for _, rr := range relays {
 		eventually(t, 2*poll, "paused gauge back to 0", func() bool { return rr.metric(t, "route_passport_outbox_paused") == 0 })
 	}
@@ -364,7 +367,7 @@ func TestRelayLatency(t *testing.T) {
 	var lat []time.Duration
 	for i := 0; i < 41; i++ {
 		t0 := time.Now()
-		row := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic})[0]
+		row := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic})[0]
 		select {
 		case a := <-arrivals:
 			id, _ := header(a.rec, "eventId")
@@ -396,7 +399,7 @@ func TestRelayShutdownReleasesLeases(t *testing.T) {
 
 	broker.Pause(t)
 	defer broker.Resume(t)
-	rows := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic}, relaytest.Row{Topic: topic})
+	rows := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic}, outbox.Event{Topic: topic})
 	eventually(t, 10*time.Second, "rows claimed", func() bool { return relaytest.Get(t, b.pool, rows[0].ID).LockedUntil != nil })
 
 	start := time.Now()
@@ -406,7 +409,7 @@ func TestRelayShutdownReleasesLeases(t *testing.T) {
 	require.Less(t, took, 15*time.Second)
 	for _, r := range rows {
 		st := relaytest.Get(t, b.pool, r.ID)
-		require.Equal(t, "PENDING", st.Status)
+		require.Equal(t, outbox.StatusPending, st.Status)
 		require.Nil(t, st.LockedUntil, "lease given back")
 		require.Zero(t, st.Attempts)
 	}
@@ -426,8 +429,8 @@ func TestRelayDatabaseOutage(t *testing.T) {
 	topic := testenv.Topic(t, "db-outage", 1)
 	b := &testBundle{url: url, pool: pool, outbox: store.NewOutbox(pool), bootstrap: bootstrap}
 	rr := b.start(t, relay.Config{PollInterval: 100 * time.Millisecond, ProbeMaxBackoff: 500 * time.Millisecond})
-	relaytest.MustInsert(t, pool, relaytest.Row{Topic: topic})
-	eventually(t, 10*time.Second, "first row published", func() bool { return relaytest.Count(t, pool, "PUBLISHED") == 1 })
+	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic})
+	eventually(t, 10*time.Second, "first row published", func() bool { return relaytest.Count(t, pool, outbox.StatusPublished) == 1 })
 	require.Equal(t, http.StatusOK, rr.readyz(t))
 
 	cluster.Stop(t)
@@ -435,8 +438,8 @@ func TestRelayDatabaseOutage(t *testing.T) {
 	time.Sleep(time.Second)
 	cluster.Start(t)
 
-	relaytest.MustInsert(t, pool, relaytest.Row{Topic: topic})
-	eventually(t, 20*time.Second, "second row published after recovery", func() bool { return relaytest.Count(t, pool, "PUBLISHED") == 2 })
+	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic})
+	eventually(t, 20*time.Second, "second row published after recovery", func() bool { return relaytest.Count(t, pool, outbox.StatusPublished) == 2 })
 	eventually(t, 10*time.Second, "/readyz 200 again", func() bool { return rr.readyz(t) == http.StatusOK })
 	require.Len(t, testenv.Consume(t, bootstrap, topic, 2, 30*time.Second), 2)
 }
@@ -449,7 +452,7 @@ func TestRelayRetentionAndGauges(t *testing.T) {
 	b := setup(t, bootstrap)
 	topic := testenv.Topic(t, "retention", 1)
 	ctx := context.Background()
-	rows := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic}, relaytest.Row{Topic: topic}, relaytest.Row{Topic: topic})
+	rows := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic}, outbox.Event{Topic: topic}, outbox.Event{Topic: topic})
 	_, err := b.pool.Exec(ctx, `update route_passport_outbox set status = 'PUBLISHED', published_at = now() - interval '2 hours' where id = $1`, rows[0].ID)
 	require.NoError(t, err)
 	_, err = b.pool.Exec(ctx, `update route_passport_outbox set status = 'FAILED', updated_at = now() - interval '2 hours', created_at = now() - interval '3 hours' where id = $1`, rows[1].ID)
@@ -465,7 +468,7 @@ func TestRelayRetentionAndGauges(t *testing.T) {
 		require.NoError(t, b.pool.QueryRow(ctx, `select count(*) from route_passport_outbox where id = $1`, rows[0].ID).Scan(&n))
 		return n == 0
 	})
-	require.Equal(t, "FAILED", relaytest.Get(t, b.pool, rows[1].ID).Status, "FAILED rows are kept")
+	require.Equal(t, outbox.StatusFailed, relaytest.Get(t, b.pool, rows[1].ID).Status, "FAILED rows are kept")
 	eventually(t, 5*time.Second, "pending gauges", func() bool {
 		return rr.metric(t, "route_passport_outbox_pending") == 1 && rr.metric(t, "route_passport_outbox_oldest_pending_age_seconds") >= 90
 	})
@@ -474,7 +477,7 @@ func TestRelayRetentionAndGauges(t *testing.T) {
 	eventually(t, 10*time.Second, "published, gauges at 0", func() bool {
 		return rr.metric(t, "route_passport_outbox_pending") == 0 && rr.metric(t, "route_passport_outbox_oldest_pending_age_seconds") == 0
 	})
-	require.Equal(t, "PUBLISHED", relaytest.Get(t, b.pool, rows[2].ID).Status, "recently published rows are kept")
+	require.Equal(t, outbox.StatusPublished, relaytest.Get(t, b.pool, rows[2].ID).Status, "recently published rows are kept")
 }
 
 // TestRelayPartitionWithoutReplicasCountsNoAttempt: the broker answers
@@ -517,14 +520,14 @@ func TestRelayPartitionWithoutReplicasCountsNoAttempt(t *testing.T) {
 
 	rr := b.start(t, relay.Config{MaxAttempts: 2, InitialBackoff: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
 		PollInterval: 100 * time.Millisecond, PublishTimeout: time.Second, LockTimeout: time.Second + relay.LeaseMargin})
-	rows := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: topic}, relaytest.Row{Topic: topic})
+	rows := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic}, outbox.Event{Topic: topic})
 
 	// MaxAttempts × (PublishTimeout + MaxBackoff) is about 2s: stay refused
 	// for several times that.
 	eventually(t, 15*time.Second, "rows postponed", func() bool { return rr.metric(t, "route_passport_outbox_postponed_total") >= 4 })
 	for _, r := range rows {
 		st := relaytest.Get(t, b.pool, r.ID)
-		require.Equal(t, "PENDING", st.Status)
+		require.Equal(t, outbox.StatusPending, st.Status)
 		require.Zero(t, st.Attempts, "no attempt counted while the partition lacks replicas")
 		require.NotNil(t, st.LastError)
 		t.Logf("last_error: %s", *st.LastError)
@@ -534,6 +537,32 @@ func TestRelayPartitionWithoutReplicasCountsNoAttempt(t *testing.T) {
 	require.Positive(t, refused.Load())
 
 	refuse.Store(false)
-	eventually(t, 30*time.Second, "published once replicas are back", func() bool { return relaytest.Count(t, b.pool, "PUBLISHED") == 2 })
+	eventually(t, 30*time.Second, "published once replicas are back", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 2 })
 	require.Zero(t, relaytest.Get(t, b.pool, rows[0].ID).Attempts)
+}
+
+// TestRelayTableHealthGauges: the housekeeping exports the oldest
+// transaction's age (a REPEATABLE READ snapshot held open on the database)
+// and the outbox table's size, at the pending gauges' cadence.
+func TestRelayTableHealthGauges(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	b := setup(t, bootstrap)
+	relaytest.MustInsert(t, b.pool, outbox.Event{Topic: testenv.Topic(t, "health", 1)})
+	ctx := context.Background()
+	tx, err := b.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var n int
+	require.NoError(t, tx.QueryRow(ctx, `select count(*) from route_passport_outbox`).Scan(&n)) // takes the snapshot
+
+	rr := b.start(t, relay.Config{StatsInterval: 200 * time.Millisecond})
+	eventually(t, 20*time.Second, "the held snapshot's age exported", func() bool {
+		return rr.metric(t, "route_passport_db_oldest_xact_age_seconds") >= 1
+	})
+	require.Positive(t, rr.metric(t, "route_passport_outbox_table_bytes"))
+	require.NoError(t, tx.Rollback(ctx))
+	eventually(t, 20*time.Second, "the age drops once the snapshot is gone", func() bool {
+		return rr.metric(t, "route_passport_db_oldest_xact_age_seconds") < 1
+	})
 }

@@ -1,7 +1,6 @@
 package relay_test
 
 import (
-	"cmp"
 	"context"
 	"io"
 	"log/slog"
@@ -20,7 +19,6 @@ import (
 	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/obs"
 	"github.com/pcp/route-processing/pkg/relay"
-	"github.com/pcp/route-processing/pkg/relay/relayio"
 	"github.com/pcp/route-processing/pkg/store"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
@@ -87,11 +85,11 @@ func (b *testBundle) start(t testing.TB, cfg relay.Config) *runningRelay {
 	cfg.Registerer, cfg.Readiness = reg, ready
 	prod, err := kafkax.NewProducer(logger, kafkax.ProducerConfig{
 		ClientConfig:    kafkax.ClientConfig{BootstrapServers: b.bootstrap, ClientID: "relay-test"},
-		DeliveryTimeout: cmp.Or(cfg.PublishTimeout, 30*time.Second), // the relay's default
+		DeliveryTimeout: cfg.WithDefaults().PublishTimeout,
 		Linger:          time.Millisecond,
 	})
 	require.NoError(t, err)
-	r, err := relay.New(logger, relayio.Outbox{Outbox: b.outbox}, relayio.Publisher{Producer: prod}, cfg)
+	r, err := relay.New(logger, b.outbox, prod, cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

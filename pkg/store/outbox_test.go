@@ -10,9 +10,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pcp/route-processing/pkg/outbox"
+	"github.com/pcp/route-processing/pkg/record"
 	"github.com/pcp/route-processing/pkg/relay/relaytest"
 	"github.com/pcp/route-processing/pkg/store"
-	"github.com/pcp/route-processing/pkg/testenv"
 )
 
 type outboxBundle struct {
@@ -24,20 +25,20 @@ func setupOutbox(t *testing.T) (context.Context, *outboxBundle) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	pool := testenv.Pool(t)
+	pool := storePool(t)
 	return ctx, &outboxBundle{pool: pool, outbox: store.NewOutbox(pool)}
 }
 
 // claim claims up to n rows with no byte bound.
-func claim(ctx context.Context, b *outboxBundle, n int, lease time.Duration) ([]store.OutboxRow, error) {
-	c, err := b.outbox.Claim(ctx, store.ClaimLimits{Rows: n}, lease)
-	return c.Rows, err
+func claim(ctx context.Context, b *outboxBundle, n int, lease time.Duration) ([]outbox.Row, error) {
+	rows, _, err := b.outbox.Claim(ctx, n, 0, lease)
+	return rows, err
 }
 
-func leasesOf(rows []store.OutboxRow) []store.Lease {
-	out := make([]store.Lease, len(rows))
+func leasesOf(rows []outbox.Row) []outbox.Lease {
+	out := make([]outbox.Lease, len(rows))
 	for i, r := range rows {
-		out[i] = store.Lease{ID: r.ID, Token: r.Token}
+		out[i] = r.Lease()
 	}
 	return out
 }
@@ -48,10 +49,10 @@ func TestOutboxClaim(t *testing.T) {
 	t.Run("OldestFirstWithPayloadAndHeaders", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setupOutbox(t)
-		var ins []relaytest.Row
+		var ins []outbox.Event
 		for i := 0; i < 3; i++ {
-			ins = append(ins, relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t", Payload: []byte(`{"n": 1, "a": [1, 2]}`),
-				Headers: map[string]string{"type": "X", "traceparent": "00-abc"}})...)
+			ins = append(ins, relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t", Payload: []byte(`{"n": 1, "a": [1, 2]}`),
+				Headers: outbox.OrderHeaders(map[string]string{"type": "X", "traceparent": "00-abc"})})...)
 		}
 		rows, err := claim(ctx, b, 10, time.Minute)
 		require.NoError(t, err)
@@ -59,7 +60,8 @@ func TestOutboxClaim(t *testing.T) {
 		for i, r := range rows {
 			require.Equal(t, ins[i].ID, r.ID, "oldest first")
 			require.JSONEq(t, `{"n": 1, "a": [1, 2]}`, string(r.Payload))
-			require.Equal(t, map[string]string{"type": "X", "traceparent": "00-abc"}, r.Headers)
+			require.Equal(t, []record.Header{{Key: "type", Value: []byte("X")}, {Key: "traceparent", Value: []byte("00-abc")}}, r.Headers,
+				"decoded in publication order")
 			require.Equal(t, rows[0].Token, r.Token, "one token per claim")
 			require.NotEqual(t, uuid.Nil, r.Token)
 			st := relaytest.Get(t, b.pool, r.ID)
@@ -71,7 +73,7 @@ func TestOutboxClaim(t *testing.T) {
 	t.Run("SkipsLeasedAndNotDueRows", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setupOutbox(t)
-		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
+		relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
 		first, err := claim(ctx, b, 1, time.Minute)
 		require.NoError(t, err)
 		require.Len(t, first, 1)
@@ -84,7 +86,7 @@ func TestOutboxClaim(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, third)
 
-		future := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"})[0]
+		future := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"})[0]
 		_, err = b.pool.Exec(ctx, `update route_passport_outbox set next_attempt_at = now() + interval '1 hour' where id = $1`, future.ID)
 		require.NoError(t, err)
 		none, err := claim(ctx, b, 10, time.Minute)
@@ -95,7 +97,7 @@ func TestOutboxClaim(t *testing.T) {
 	t.Run("ExpiredLeaseIsTakenOverAndOldTokenChangesNothing", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setupOutbox(t)
-		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"})
+		relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"})
 		old, err := claim(ctx, b, 10, 50*time.Millisecond)
 		require.NoError(t, err)
 		require.Len(t, old, 1)
@@ -110,18 +112,18 @@ func TestOutboxClaim(t *testing.T) {
 		n, err = b.outbox.Release(ctx, leasesOf(old))
 		require.NoError(t, err)
 		require.Zero(t, n)
-		res, err := b.outbox.Retry(ctx, []store.Retry{{ID: old[0].ID, Token: old[0].Token, Error: "x", Delay: time.Second}}, 3)
+		res, err := b.outbox.Retry(ctx, []outbox.Retry{{ID: old[0].ID, Token: old[0].Token, Error: "x", Delay: time.Second}}, 3)
 		require.NoError(t, err)
 		require.Empty(t, res)
 		st := relaytest.Get(t, b.pool, cur[0].ID)
-		require.Equal(t, "PENDING", st.Status)
+		require.Equal(t, outbox.StatusPending, st.Status)
 		require.Zero(t, st.Attempts)
 
 		n, err = b.outbox.MarkPublished(ctx, leasesOf(cur))
 		require.NoError(t, err)
 		require.EqualValues(t, 1, n)
 		st = relaytest.Get(t, b.pool, cur[0].ID)
-		require.Equal(t, "PUBLISHED", st.Status)
+		require.Equal(t, outbox.StatusPublished, st.Status)
 		require.NotNil(t, st.PublishedAt)
 		require.Nil(t, st.LockedUntil)
 	})
@@ -129,7 +131,7 @@ func TestOutboxClaim(t *testing.T) {
 	t.Run("PausedClaimsNothing", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setupOutbox(t)
-		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"})
+		relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"})
 		require.NoError(t, b.outbox.SetPaused(ctx, true, "incident 42", "test"))
 		c, err := b.outbox.Control(ctx)
 		require.NoError(t, err)
@@ -148,7 +150,7 @@ func TestOutboxClaim(t *testing.T) {
 func TestOutboxRetry(t *testing.T) {
 	t.Parallel()
 	ctx, b := setupOutbox(t)
-	row := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t", MaxAttempts: 99})[0]
+	row := relaytest.MustInsertMaxAttempts(t, b.pool, 99, outbox.Event{Topic: "t"})[0]
 	for attempt := 1; attempt <= 3; attempt++ {
 		_, err := b.pool.Exec(ctx, `update route_passport_outbox set next_attempt_at = now() where id = $1`, row.ID)
 		require.NoError(t, err)
@@ -157,7 +159,7 @@ func TestOutboxRetry(t *testing.T) {
 		require.Len(t, rows, 1)
 		require.Equal(t, attempt-1, rows[0].Attempts)
 		before := time.Now()
-		res, err := b.outbox.Retry(ctx, []store.Retry{{ID: row.ID, Token: rows[0].Token, Error: "too large", Delay: 10 * time.Second}}, 3)
+		res, err := b.outbox.Retry(ctx, []outbox.Retry{{ID: row.ID, Token: rows[0].Token, Error: "too large", Delay: 10 * time.Second}}, 3)
 		require.NoError(t, err)
 		require.Len(t, res, 1)
 		require.Equal(t, attempt, res[0].Attempts)
@@ -166,24 +168,24 @@ func TestOutboxRetry(t *testing.T) {
 		require.Equal(t, "too large", *st.LastError)
 		require.Nil(t, st.LockedUntil)
 		if attempt < 3 {
-			require.Equal(t, "PENDING", res[0].Status)
+			require.Equal(t, outbox.StatusPending, res[0].Status)
 			require.WithinDuration(t, before.Add(10*time.Second), st.NextAttemptAt, 2*time.Second)
 		} else {
-			require.Equal(t, "FAILED", res[0].Status)
+			require.Equal(t, outbox.StatusFailed, res[0].Status)
 		}
 	}
 
 	t.Run("StatsAndRequeue", func(t *testing.T) {
 		s, err := b.outbox.Stats(ctx, false)
 		require.NoError(t, err)
-		require.EqualValues(t, 1, s.Counts["FAILED"])
+		require.EqualValues(t, 1, s.Counts[outbox.StatusFailed])
 		require.Equal(t, []store.FailureGroup{{LastError: "too large", Count: 1}}, s.Failures)
 
 		res, err := b.outbox.Requeue(ctx, store.RequeueFilter{Failed: true})
 		require.NoError(t, err)
 		require.EqualValues(t, 1, res.Requeued)
 		st := relaytest.Get(t, b.pool, row.ID)
-		require.Equal(t, "PENDING", st.Status)
+		require.Equal(t, outbox.StatusPending, st.Status)
 		require.Zero(t, st.Attempts)
 		require.WithinDuration(t, time.Now(), st.NextAttemptAt, 5*time.Second)
 
@@ -197,7 +199,7 @@ func TestOutboxRetry(t *testing.T) {
 		require.Zero(t, res.Requeued)
 		s, err = b.outbox.Stats(ctx, false)
 		require.NoError(t, err)
-		require.EqualValues(t, 1, s.Counts["PENDING"])
+		require.EqualValues(t, 1, s.Counts[outbox.StatusPending])
 		require.Greater(t, s.OldestPendingAgeSeconds, 0.0)
 	})
 }
@@ -205,7 +207,7 @@ func TestOutboxRetry(t *testing.T) {
 func TestOutboxReleaseAndRetention(t *testing.T) {
 	t.Parallel()
 	ctx, b := setupOutbox(t)
-	relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
+	relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
 	rows, err := claim(ctx, b, 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, rows, 3)
@@ -226,7 +228,7 @@ func TestOutboxReleaseAndRetention(t *testing.T) {
 	require.EqualValues(t, 1, n)
 	s, err := b.outbox.Stats(ctx, true)
 	require.NoError(t, err)
-	require.Equal(t, map[string]int64{"PENDING": 1, "PUBLISHED": 1, "FAILED": 0}, s.Counts)
+	require.Equal(t, map[string]int64{outbox.StatusPending: 1, outbox.StatusPublished: 1, outbox.StatusFailed: 0}, s.Counts)
 	require.True(t, s.PublishedExact)
 	p, err := b.outbox.Pending(ctx)
 	require.NoError(t, err)
@@ -245,26 +247,26 @@ func TestOutboxClaimByteBudget(t *testing.T) {
 	}
 	big = append(big, `"}`...)
 	for i := 0; i < 5; i++ {
-		relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t", Payload: big})
+		relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t", Payload: big})
 	}
 	var size int64
 	require.NoError(t, b.pool.QueryRow(ctx, `select max(pg_column_size(payload)) from route_passport_outbox`).Scan(&size))
 	t.Logf("stored payload size %d bytes (text %d)", size, len(big))
 
-	c, err := b.outbox.Claim(ctx, store.ClaimLimits{Rows: 10, Bytes: 2*size + size/2}, time.Minute)
+	c, more, err := b.outbox.Claim(ctx, 10, 2*size+size/2, time.Minute)
 	require.NoError(t, err)
-	require.Len(t, c.Rows, 2, "two rows fit the budget")
-	require.True(t, c.More)
+	require.Len(t, c, 2, "two rows fit the budget")
+	require.True(t, more)
 
-	c, err = b.outbox.Claim(ctx, store.ClaimLimits{Rows: 10, Bytes: 1}, time.Minute)
+	c, more, err = b.outbox.Claim(ctx, 10, 1, time.Minute)
 	require.NoError(t, err)
-	require.Len(t, c.Rows, 1, "a row larger than the budget is still claimed, alone")
-	require.True(t, c.More)
+	require.Len(t, c, 1, "a row larger than the budget is still claimed, alone")
+	require.True(t, more)
 
-	c, err = b.outbox.Claim(ctx, store.ClaimLimits{Rows: 10, Bytes: 16 << 20}, time.Minute)
+	c, more, err = b.outbox.Claim(ctx, 10, 16<<20, time.Minute)
 	require.NoError(t, err)
-	require.Len(t, c.Rows, 2)
-	require.False(t, c.More, "everything due was claimed")
+	require.Len(t, c, 2)
+	require.False(t, more, "everything due was claimed")
 
 	var leased int
 	require.NoError(t, b.pool.QueryRow(ctx, `select count(*) from route_passport_outbox where locked_until > now()`).Scan(&leased))
@@ -276,7 +278,7 @@ func TestOutboxClaimByteBudget(t *testing.T) {
 func TestOutboxClaimBadHeaders(t *testing.T) {
 	t.Parallel()
 	ctx, b := setupOutbox(t)
-	rows := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
+	rows := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
 	_, err := b.pool.Exec(ctx, `update route_passport_outbox set headers = '{"type": 5}' where id = $1`, rows[1].ID)
 	require.NoError(t, err)
 	_, err = b.pool.Exec(ctx, `update route_passport_outbox set headers = '["type"]' where id = $1`, rows[2].ID)
@@ -284,7 +286,7 @@ func TestOutboxClaimBadHeaders(t *testing.T) {
 	claimed, err := claim(ctx, b, 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, claimed, 3)
-	byID := map[uuid.UUID]store.OutboxRow{}
+	byID := map[uuid.UUID]outbox.Row{}
 	for _, r := range claimed {
 		byID[r.ID] = r
 	}
@@ -302,7 +304,7 @@ func TestOutboxClaimBadHeaders(t *testing.T) {
 func TestOutboxFailedClaimReleasesItsLeases(t *testing.T) {
 	t.Parallel()
 	ctx, b := setupOutbox(t)
-	rows := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
+	rows := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
 	_, err := b.pool.Exec(ctx, `update route_passport_outbox set created_at = 'infinity' where id = $1`, rows[2].ID)
 	require.NoError(t, err)
 	_, err = claim(ctx, b, 10, time.Hour)
@@ -315,19 +317,19 @@ func TestOutboxFailedClaimReleasesItsLeases(t *testing.T) {
 func TestOutboxPostpone(t *testing.T) {
 	t.Parallel()
 	ctx, b := setupOutbox(t)
-	row := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"})[0]
+	row := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"})[0]
 	rows, err := claim(ctx, b, 10, time.Minute)
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	before := time.Now()
-	n, err := b.outbox.Postpone(ctx, []store.Retry{{ID: row.ID, Token: uuid.New(), Error: "x", Delay: time.Minute}})
+	n, err := b.outbox.Postpone(ctx, []outbox.Retry{{ID: row.ID, Token: uuid.New(), Error: "x", Delay: time.Minute}})
 	require.NoError(t, err)
 	require.Zero(t, n, "a foreign token changes nothing")
-	n, err = b.outbox.Postpone(ctx, []store.Retry{{ID: row.ID, Token: rows[0].Token, Error: "Local: Message timed out", Delay: 10 * time.Second}})
+	n, err = b.outbox.Postpone(ctx, []outbox.Retry{{ID: row.ID, Token: rows[0].Token, Error: "Local: Message timed out", Delay: 10 * time.Second}})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	st := relaytest.Get(t, b.pool, row.ID)
-	require.Equal(t, "PENDING", st.Status)
+	require.Equal(t, outbox.StatusPending, st.Status)
 	require.Zero(t, st.Attempts, "no attempt counted")
 	require.Equal(t, "Local: Message timed out", *st.LastError)
 	require.Nil(t, st.LockedUntil)
@@ -340,16 +342,16 @@ func TestOutboxPostpone(t *testing.T) {
 func TestOutboxRequeueSkipsInFlight(t *testing.T) {
 	t.Parallel()
 	ctx, b := setupOutbox(t)
-	rows := relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
-	claimed, err := b.outbox.Claim(ctx, store.ClaimLimits{Rows: 1}, time.Minute)
+	rows := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
+	claimed, _, err := b.outbox.Claim(ctx, 1, 0, time.Minute)
 	require.NoError(t, err)
-	require.Len(t, claimed.Rows, 1)
-	leased := claimed.Rows[0]
+	require.Len(t, claimed, 1)
+	leased := claimed[0]
 
 	res, err := b.outbox.Requeue(ctx, store.RequeueFilter{ID: &leased.ID})
 	require.NoError(t, err)
 	require.Equal(t, store.RequeueResult{Requeued: 0, InFlight: 1}, res)
-	n, err := b.outbox.MarkPublished(ctx, leasesOf(claimed.Rows))
+	n, err := b.outbox.MarkPublished(ctx, leasesOf(claimed))
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n, "the holder's lease survived the requeue")
 
@@ -404,7 +406,7 @@ func TestOutboxRetentionUsesIndex(t *testing.T) {
 func TestOutboxRetentionSkipsLockedRows(t *testing.T) {
 	t.Parallel()
 	ctx, b := setupOutbox(t)
-	relaytest.MustInsert(t, b.pool, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"}, relaytest.Row{Topic: "t"})
+	relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
 	_, err := b.pool.Exec(ctx, `update route_passport_outbox set status = 'PUBLISHED', published_at = now() - interval '2 hours'`)
 	require.NoError(t, err)
 	tx, err := b.pool.Begin(ctx)
@@ -442,12 +444,12 @@ where id in (select id from route_passport_outbox where status = 'PENDING' order
 	s, err := b.outbox.Stats(ctx, false)
 	require.NoError(t, err)
 	require.False(t, s.PublishedExact)
-	require.EqualValues(t, 70, s.Counts["PENDING"])
-	require.EqualValues(t, 30, s.Counts["FAILED"])
-	require.InDelta(t, 900, s.Counts["PUBLISHED"], 90, "estimate")
+	require.EqualValues(t, 70, s.Counts[outbox.StatusPending])
+	require.EqualValues(t, 30, s.Counts[outbox.StatusFailed])
+	require.InDelta(t, 900, s.Counts[outbox.StatusPublished], 90, "estimate")
 
 	s, err = b.outbox.Stats(ctx, true)
 	require.NoError(t, err)
 	require.True(t, s.PublishedExact)
-	require.EqualValues(t, 900, s.Counts["PUBLISHED"])
+	require.EqualValues(t, 900, s.Counts[outbox.StatusPublished])
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/pcp/route-processing/pkg/passport"
 	"github.com/pcp/route-processing/pkg/store"
-	"github.com/pcp/route-processing/pkg/testenv"
 )
 
 func passportRecord(t *testing.T, routeID, name, traceID string, offset int64) store.IngestRecord {
@@ -40,7 +39,7 @@ func TestPassportsWrite(t *testing.T) {
 
 	t.Run("SameRouteTwiceInOneWrite", func(t *testing.T) {
 		t.Parallel()
-		pool := testenv.Pool(t)
+		pool := storePool(t)
 		s := store.NewPassports(pool, cfg)
 		id := uuid.NewString()
 		tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -82,7 +81,7 @@ func TestPassportsWrite(t *testing.T) {
 
 	t.Run("NulRejectedAsRecord", func(t *testing.T) {
 		t.Parallel()
-		pool := testenv.Pool(t)
+		pool := storePool(t)
 		s := store.NewPassports(pool, cfg)
 		rec := passportRecord(t, uuid.NewString(), "nul", "t", 1)
 		rec.Value = []byte(strings.Replace(string(rec.Value), `"source":"survey-planner"`, `"source":"a\u0000b"`, 1))
@@ -97,7 +96,7 @@ func TestPassportsWrite(t *testing.T) {
 func TestPassportsUpdatedAtAfterInsertOfLaterTransaction(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testenv.Pool(t)
+	pool := storePool(t)
 	s := store.NewPassports(pool, store.OutboxConfig{TopicProcessedRoute: "proc", TopicRouteGeoreference: "geo", MessageKey: "traceId", MaxAttempts: 3})
 	id := uuid.NewString()
 

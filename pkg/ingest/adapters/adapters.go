@@ -10,6 +10,7 @@ import (
 
 	"github.com/pcp/route-processing/pkg/ingest"
 	"github.com/pcp/route-processing/pkg/kafkax"
+	"github.com/pcp/route-processing/pkg/record"
 	"github.com/pcp/route-processing/pkg/store"
 )
 
@@ -67,13 +68,13 @@ var _ ingest.DLQ = DLQ{}
 
 // Produce implements ingest.DLQ.
 func (a DLQ) Produce(ctx context.Context, msgs []ingest.DLQMessage) []error {
-	out := make([]kafkax.Message, len(msgs))
+	out := make([]record.Record, len(msgs))
 	for i, m := range msgs {
-		hs := make([]kafkax.Header, len(m.Headers))
+		hs := make([]record.Header, len(m.Headers))
 		for j, h := range m.Headers {
-			hs[j] = kafkax.Header{Key: h.Key, Value: h.Value}
+			hs[j] = record.Header{Key: h.Key, Value: h.Value}
 		}
-		out[i] = kafkax.Message{Topic: a.Topic, Key: m.Key, Value: m.Value, Headers: hs}
+		out[i] = record.Record{Topic: a.Topic, Key: m.Key, Value: m.Value, Headers: hs}
 	}
 	errs := a.P.ProduceBatch(ctx, out)
 	// A broker refuses a whole produce request for one oversized record, so
@@ -87,13 +88,13 @@ func (a DLQ) Produce(ctx context.Context, msgs []ingest.DLQMessage) []error {
 			continue
 		}
 		m := out[i]
-		if errs[i] = a.P.ProduceBatch(ctx, []kafkax.Message{m})[0]; !kafkax.IsMessageTooLarge(errs[i]) || len(m.Value) == 0 {
+		if errs[i] = a.P.ProduceBatch(ctx, []record.Record{m})[0]; !kafkax.IsMessageTooLarge(errs[i]) || len(m.Value) == 0 {
 			continue
 		}
-		m.Headers = append(append([]kafkax.Header(nil), m.Headers...),
-			kafkax.Header{Key: HeaderValueOmitted, Value: []byte(strconv.Itoa(len(m.Value)))})
+		m.Headers = append(append([]record.Header(nil), m.Headers...),
+			record.Header{Key: HeaderValueOmitted, Value: []byte(strconv.Itoa(len(m.Value)))})
 		m.Value = nil
-		errs[i] = a.P.ProduceBatch(ctx, []kafkax.Message{m})[0]
+		errs[i] = a.P.ProduceBatch(ctx, []record.Record{m})[0]
 	}
 	return errs
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/store"
 )
 
@@ -22,19 +23,8 @@ const (
 	RouteGeoRef       = "RouteGeoRefEvent"
 )
 
-// Row is an outbox row to insert. Zero fields get defaults: a new ID, a new
-// route, key = route id, a small JSON payload naming the event, headers
-// type and eventId, max_attempts 10.
-type Row struct {
-	ID          uuid.UUID
-	RouteID     uuid.UUID
-	EventType   string
-	Topic       string
-	Key         string
-	Payload     []byte
-	Headers     map[string]string
-	MaxAttempts int
-}
+// DefaultMaxAttempts is the max_attempts of rows Insert writes.
+const DefaultMaxAttempts = 10
 
 const insertPassportSQL = `
 insert into route_passports (
@@ -45,56 +35,61 @@ insert into route_passports (
 select r, 'KA-7 route ' || r::text, 'R', 'KA-7', 'Kondor-FKA No. 7', 1, 'descending',
     now(), now(), -1, 1, 1, 2, 3, 2.5, '["HH"]', 'L1', 'POLYGON((30 10,40 40,20 40,10 20,30 10))',
     'PROCESSED', 'relaytest-' || r::text, 0, 0, '{}'
-from unnest($1::uuid[]) as r
+from unnest($1::text[]::uuid[]) as r
 on conflict (route_id) do nothing`
 
 const insertOutboxSQL = `
 insert into route_passport_outbox (id, route_id, event_type, topic, message_key, payload, headers, max_attempts)
-select * from unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::jsonb[], $8::int[])`
+select * from unnest($1::text[]::uuid[], $2::text[]::uuid[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::jsonb[], $8::int[])`
 
-// Fill returns r with its defaults filled in.
-func (r Row) Fill() Row {
-	if r.ID == uuid.Nil {
-		r.ID = uuid.New()
+// Fill returns e with its defaults filled in: a new ID, a new route, key =
+// route id, a small JSON payload naming the event type, headers type and
+// eventId.
+func Fill(e outbox.Event) outbox.Event {
+	if e.ID == uuid.Nil {
+		e.ID = uuid.New()
 	}
-	if r.RouteID == uuid.Nil {
-		r.RouteID = uuid.New()
+	if e.RouteID == "" {
+		e.RouteID = uuid.NewString()
 	}
-	if r.EventType == "" {
-		r.EventType = RouteGeoRef
+	if e.Type == "" {
+		e.Type = RouteGeoRef
 	}
-	if r.Key == "" {
-		r.Key = r.RouteID.String()
+	if e.Key == "" {
+		e.Key = e.RouteID
 	}
-	if r.Payload == nil {
-		r.Payload, _ = json.Marshal(map[string]any{"type": r.EventType, "data": map[string]any{"routeId": r.RouteID}})
+	if e.Payload == nil {
+		e.Payload, _ = json.Marshal(map[string]any{"type": e.Type, "data": map[string]any{"routeId": e.RouteID}})
 	}
-	if r.Headers == nil {
-		r.Headers = map[string]string{"type": r.EventType, "eventId": r.ID.String()}
+	if e.Headers == nil {
+		e.Headers = outbox.OrderHeaders(map[string]string{"type": e.Type, "eventId": e.ID.String()})
 	}
-	if r.MaxAttempts == 0 {
-		r.MaxAttempts = 10
-	}
-	return r
+	return e
 }
 
-// Insert writes rows (with their parent passports) and a NOTIFY in one
-// transaction, like the ingestor, and returns them with defaults filled in.
-func Insert(ctx context.Context, pool *pgxpool.Pool, rows ...Row) ([]Row, error) {
-	n := len(rows)
-	ids, routes := make([]uuid.UUID, n), make([]uuid.UUID, n)
+// Insert writes events (with their parent passports, max_attempts
+// DefaultMaxAttempts) and a NOTIFY in one transaction, like the ingestor, and
+// returns them with defaults filled in.
+func Insert(ctx context.Context, pool *pgxpool.Pool, events ...outbox.Event) ([]outbox.Event, error) {
+	return InsertMaxAttempts(ctx, pool, DefaultMaxAttempts, events...)
+}
+
+// InsertMaxAttempts is Insert with the rows' max_attempts.
+func InsertMaxAttempts(ctx context.Context, pool *pgxpool.Pool, maxAttempts int, events ...outbox.Event) ([]outbox.Event, error) {
+	n := len(events)
+	ids, routes := make([]string, n), make([]string, n)
 	types, topics, keys := make([]string, n), make([]string, n), make([]string, n)
 	payloads, headers := make([]string, n), make([]string, n)
 	maxes := make([]int32, n)
-	for i := range rows {
-		rows[i] = rows[i].Fill()
-		r := rows[i]
-		h, err := json.Marshal(r.Headers)
+	for i := range events {
+		events[i] = Fill(events[i])
+		e := events[i]
+		h, err := json.Marshal(outbox.HeaderMap(e.Headers))
 		if err != nil {
 			return nil, err
 		}
-		ids[i], routes[i], types[i], topics[i], keys[i] = r.ID, r.RouteID, r.EventType, r.Topic, r.Key
-		payloads[i], headers[i], maxes[i] = string(r.Payload), string(h), int32(r.MaxAttempts)
+		ids[i], routes[i], types[i], topics[i], keys[i] = e.ID.String(), e.RouteID, e.Type, e.Topic, e.Key
+		payloads[i], headers[i], maxes[i] = string(e.Payload), string(h), int32(maxAttempts)
 	}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, insertPassportSQL, routes); err != nil {
@@ -106,15 +101,21 @@ func Insert(ctx context.Context, pool *pgxpool.Pool, rows ...Row) ([]Row, error)
 		_, err := tx.Exec(ctx, `select pg_notify($1, '')`, store.NotifyChannel)
 		return err
 	})
-	return rows, err
+	return events, err
 }
 
 // MustInsert is Insert that fails t.
-func MustInsert(t testing.TB, pool *pgxpool.Pool, rows ...Row) []Row {
+func MustInsert(t testing.TB, pool *pgxpool.Pool, events ...outbox.Event) []outbox.Event {
+	t.Helper()
+	return MustInsertMaxAttempts(t, pool, DefaultMaxAttempts, events...)
+}
+
+// MustInsertMaxAttempts is InsertMaxAttempts that fails t.
+func MustInsertMaxAttempts(t testing.TB, pool *pgxpool.Pool, maxAttempts int, events ...outbox.Event) []outbox.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, err := Insert(ctx, pool, rows...)
+	out, err := InsertMaxAttempts(ctx, pool, maxAttempts, events...)
 	if err != nil {
 		t.Fatalf("relaytest: insert outbox rows: %v", err)
 	}
@@ -176,7 +177,7 @@ func Get(t testing.TB, pool *pgxpool.Pool, id uuid.UUID) State {
 	var s State
 	err := pool.QueryRow(context.Background(), `
 select status, attempts, max_attempts, last_error, next_attempt_at, locked_until, published_at, updated_at
-from route_passport_outbox where id = $1`, id).
+from route_passport_outbox where id = $1::uuid`, id.String()).
 		Scan(&s.Status, &s.Attempts, &s.MaxAttempts, &s.LastError, &s.NextAttemptAt, &s.LockedUntil, &s.PublishedAt, &s.UpdatedAt)
 	if err != nil {
 		t.Fatalf("relaytest: read outbox row %s: %v", id, err)

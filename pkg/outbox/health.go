@@ -1,0 +1,19 @@
+package outbox
+
+import "time"
+
+// TableHealth is what the relay's housekeeping shows about the database
+// behind the outbox: the things that make a SKIP LOCKED queue slow down
+// before anything fails.
+type TableHealth struct {
+	// OldestXactAge is the age of the oldest transaction or snapshot on the
+	// database that holds back the xmin horizon (0 when none): while it
+	// lives, vacuum cannot remove the dead tuples of published rows, and
+	// every claim scans past them.
+	OldestXactAge time.Duration
+	// LiveTuples and DeadTuples are the outbox table's statistics
+	// (pg_stat_user_tables, estimates).
+	LiveTuples, DeadTuples int64
+	// TableBytes is the table's size with its indexes and TOAST.
+	TableBytes int64
+}

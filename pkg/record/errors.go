@@ -1,0 +1,19 @@
+package record
+
+import "errors"
+
+// Sentinels a producer wraps into its per-record errors so that callers can
+// tell the cluster's faults from the record's without importing the client
+// library. An error wrapping neither is the record's own fault (too large,
+// unknown topic, not authorised): a caller that counts attempts counts it.
+var (
+	// ErrUnavailable: the cluster could not take the record for reasons of
+	// its own: no broker reachable, a partition without a leader, not
+	// enough in-sync replicas, timeouts. Send it again later; it is not the
+	// record's fault.
+	ErrUnavailable = errors.New("kafka unavailable")
+	// ErrNotAttempted: the record was never judged by the cluster (the
+	// producer was closed, reset after a fatal error or purged its queues,
+	// or the caller's context ended first). Send it again; count nothing.
+	ErrNotAttempted = errors.New("publish not attempted")
+)

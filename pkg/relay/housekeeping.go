@@ -1,0 +1,96 @@
+package relay
+
+import (
+	"context"
+	"time"
+
+	"github.com/pcp/route-processing/pkg/backoff"
+)
+
+// watchControl reads the pause flag every poll interval for the paused gauge
+// and the log; the claim itself honours the flag.
+func (r *Relay) watchControl(ctx context.Context) {
+	t := time.NewTicker(r.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		paused, err := r.outbox.Paused(ctx)
+		if err == nil && r.paused.Swap(paused) != paused {
+			if paused {
+				r.m.paused.Set(1)
+				r.logger.WarnContext(ctx, "paused by an operator; no new claims until `outbox-relay resume`")
+			} else {
+				r.m.paused.Set(0)
+				r.logger.InfoContext(ctx, "resumed")
+				r.Wake()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// refreshGauges keeps the pending and table gauges current with cheap
+// queries: the PENDING partial index, and statistics views.
+func (r *Relay) refreshGauges(ctx context.Context) {
+	t := time.NewTicker(r.cfg.StatsInterval)
+	defer t.Stop()
+	for {
+		if s, err := r.outbox.Pending(ctx); err == nil {
+			r.m.pending.Set(float64(s.Pending))
+			r.m.oldestAge.Set(s.OldestAge.Seconds())
+		}
+		if h, err := r.outbox.TableHealth(ctx); err == nil {
+			r.m.oldestXactAge.Set(h.OldestXactAge.Seconds())
+			r.m.liveTuples.Set(float64(h.LiveTuples))
+			r.m.deadTuples.Set(float64(h.DeadTuples))
+			r.m.tableBytes.Set(float64(h.TableBytes))
+		} else if ctx.Err() == nil {
+			r.logger.DebugContext(ctx, "cannot read outbox table health", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// retention deletes PUBLISHED rows older than Retention in small statements,
+// so no statement holds many locks or writes a burst of WAL.
+func (r *Relay) retention(ctx context.Context) {
+	t := time.NewTicker(r.cfg.RetentionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if total := r.sweep(ctx); total > 0 {
+			r.logger.InfoContext(ctx, "deleted published outbox rows past retention", "rows", total, "retention", r.cfg.Retention)
+		}
+	}
+}
+
+// sweep runs one retention pass and returns how many rows it deleted.
+func (r *Relay) sweep(ctx context.Context) int64 {
+	total := int64(0)
+	for ctx.Err() == nil {
+		n, err := r.outbox.DeletePublished(ctx, r.cfg.Retention, r.cfg.RetentionBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.logger.WarnContext(ctx, "retention sweep failed; next sweep will retry", "err", err)
+			}
+			break
+		}
+		total += n
+		if n < int64(r.cfg.RetentionBatch) {
+			break
+		}
+		backoff.Sleep(ctx, 50*time.Millisecond)
+	}
+	return total
+}

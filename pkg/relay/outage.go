@@ -1,0 +1,77 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/pcp/route-processing/pkg/backoff"
+	"github.com/pcp/route-processing/pkg/record"
+)
+
+// confirmOutage probes the cluster after an unavailable error. It returns
+// nil when a broker answers; otherwise it enters outage mode (claims stop,
+// the prober runs until a broker answers) and returns the probe's error.
+func (r *Relay) confirmOutage(ctx context.Context, cause error) error {
+	r.probing.Lock()
+	defer r.probing.Unlock()
+	if r.kafkaDown.Load() {
+		return record.ErrUnavailable // another worker confirmed it already
+	}
+	err := r.pub.Probe(ctx, "", r.cfg.probeTimeout())
+	if err == nil {
+		return nil
+	}
+	r.kafkaDown.Store(true)
+	r.m.kafkaOutages.Inc()
+	r.setReady("kafka", fmt.Errorf("no broker answers: %w", err))
+	r.logger.ErrorContext(ctx, "kafka unreachable; claims stopped, leases given back, probing", "err", cause, "probe_err", err)
+	select {
+	case r.outage <- struct{}{}:
+	default: // the prober has one waiting already
+	}
+	return err
+}
+
+// watchKafka probes the cluster at start, and again after every outage a
+// worker confirms, until a broker answers; it runs for as long as Run.
+func (r *Relay) watchKafka(ctx context.Context) {
+	r.probe(ctx, false)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.outage:
+			r.probe(ctx, true)
+		}
+	}
+}
+
+// probe asks the cluster with capped exponential backoff until a broker
+// answers, then lets the workers claim again. It stops with ctx.
+func (r *Relay) probe(ctx context.Context, inOutage bool) {
+	bo := backoff.New(min(250*time.Millisecond, r.cfg.ProbeMaxBackoff), r.cfg.ProbeMaxBackoff)
+	if inOutage {
+		// The failed probe that confirmed the outage was the first one.
+		backoff.Sleep(ctx, min(250*time.Millisecond, r.cfg.ProbeMaxBackoff))
+	}
+	for attempt := 1; ctx.Err() == nil; attempt++ {
+		err := r.pub.Probe(ctx, "", r.cfg.probeTimeout())
+		if err == nil {
+			r.kafkaDown.Store(false)
+			r.setReady("kafka", nil)
+			if inOutage || attempt > 1 {
+				r.logger.InfoContext(ctx, "kafka reachable; claiming", "probes", attempt)
+			}
+			r.Wake()
+			return
+		}
+		if attempt == 1 && !inOutage {
+			r.setReady("kafka", fmt.Errorf("no broker answers: %w", err))
+			r.logger.ErrorContext(ctx, "kafka unreachable at start; probing", "err", err)
+		} else {
+			r.logger.DebugContext(ctx, "kafka probe failed", "err", err, "attempt", attempt)
+		}
+		backoff.Sleep(ctx, bo.Next())
+	}
+}

@@ -1,0 +1,163 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/pcp/route-processing/pkg/outbox"
+	"github.com/pcp/route-processing/pkg/record"
+)
+
+// isolateMax bounds the rows of a batch re-sent one by one after message
+// errors; past it the failures are too many to be one bad neighbour.
+const isolateMax = 20
+
+// outcome of one row's publish.
+type outcome int
+
+const (
+	delivered outcome = iota
+	countAttempt
+	giveBack
+	unavailable
+)
+
+func classify(err error, ctxDone bool) outcome {
+	switch {
+	case err == nil:
+		return delivered
+	case errors.Is(err, record.ErrNotAttempted), errors.Is(err, context.Canceled),
+		ctxDone && errors.Is(err, context.DeadlineExceeded):
+		return giveBack
+	case errors.Is(err, record.ErrUnavailable):
+		return unavailable
+	}
+	return countAttempt
+}
+
+// batch is one claim on its way through publish and mark: the rows, the
+// i-th row's error, and what is to become of each row.
+type batch struct {
+	rows  []outbox.Row
+	errs  []error
+	start time.Time
+
+	ok, back  []outbox.Lease // to mark PUBLISHED; to give back
+	failed    []int          // to charge an attempt
+	rejected  []int          // refused by the cluster: failed, unless isolated
+	unavail   []int          // the cluster's fault: postponed or given back
+	postponed []int
+}
+
+// sort files row i under its outcome.
+func (b *batch) sort(r *Relay, i int, err error, ctxDone bool) {
+	b.errs[i] = err
+	switch classify(err, ctxDone) {
+	case delivered:
+		b.ok = append(b.ok, b.rows[i].Lease())
+		r.m.ingestToPub.Observe(time.Since(b.rows[i].CreatedAt).Seconds())
+	case giveBack:
+		b.back = append(b.back, b.rows[i].Lease())
+	case unavailable:
+		b.unavail = append(b.unavail, i)
+	default:
+		b.rejected = append(b.rejected, i)
+	}
+}
+
+// process publishes one claimed batch and records what became of each row.
+func (r *Relay) process(ctx context.Context, rows []outbox.Row) {
+	b := &batch{rows: rows, errs: make([]error, len(rows)), start: time.Now()}
+	// The publish may outlive ctx by the shutdown grace: work in flight when
+	// the relay is stopped gets that long to finish.
+	pubCtx, cancel := shutdownContext(ctx, r.cfg.ShutdownGrace)
+	defer cancel()
+	r.publish(pubCtx, b)
+	r.m.publishTime.Observe(time.Since(b.start).Seconds())
+	r.isolate(ctx, pubCtx, b)
+	b.failed = append(b.failed, b.rejected...)
+	r.judgeUnavailable(ctx, pubCtx, b)
+	r.settle(ctx, b)
+}
+
+// publish sends the rows whose headers decoded, in one batch. A row whose
+// stored headers do not decode is its own fault: it is not sent, and the
+// error counts as an attempt; its neighbours go on.
+func (r *Relay) publish(ctx context.Context, b *batch) {
+	send := make([]int, 0, len(b.rows))
+	recs := make([]record.Record, 0, len(b.rows))
+	for i := range b.rows {
+		if b.rows[i].HeadersError != "" {
+			b.errs[i] = errors.New(b.rows[i].HeadersError)
+			b.failed = append(b.failed, i)
+			continue
+		}
+		send = append(send, i)
+		recs = append(recs, b.rows[i].Record())
+	}
+	if len(send) == 0 {
+		return
+	}
+	errs := r.pub.ProduceBatch(ctx, recs)
+	ctxDone := ctx.Err() != nil
+	for j, i := range send {
+		b.sort(r, i, errs[j], ctxDone)
+	}
+}
+
+// isolate re-sends each rejected row alone, once, when only a few were
+// rejected: a broker refuses a whole produce batch for one bad record (e.g.
+// over max.message.bytes), failing its innocent neighbours with the same
+// error, and only the offender should be charged an attempt. No send
+// starts after the last moment at which it can still end, and be marked,
+// within the lease.
+func (r *Relay) isolate(ctx, pubCtx context.Context, b *batch) {
+	if len(b.rejected) <= 1 || len(b.rejected) > isolateMax {
+		return
+	}
+	again := b.rejected
+	b.rejected = nil
+	stopAt := r.cfg.isolateDeadline(b.start)
+	for _, i := range again {
+		if ctx.Err() != nil || time.Now().After(stopAt) {
+			b.rejected = append(b.rejected, i)
+			continue
+		}
+		err := r.pub.ProduceBatch(pubCtx, []record.Record{b.rows[i].Record()})[0]
+		b.sort(r, i, err, pubCtx.Err() != nil)
+	}
+}
+
+// judgeUnavailable decides what happens to rows the cluster could not take:
+// given back when stopping or when no broker answers (outage mode), else
+// postponed.
+func (r *Relay) judgeUnavailable(ctx, pubCtx context.Context, b *batch) {
+	if len(b.unavail) == 0 {
+		return
+	}
+	// Stopping: give the rows back at once. A probe could take its whole
+	// timeout (a metadata request ignores cancellation) out of the shutdown
+	// budget, and decides nothing now.
+	if ctx.Err() != nil || r.confirmOutage(pubCtx, b.errs[b.unavail[0]]) != nil {
+		for _, i := range b.unavail {
+			b.back = append(b.back, b.rows[i].Lease())
+		}
+		return
+	}
+	// A broker answers, but the cluster could not take these messages (a
+	// partition without a leader, not enough in-sync replicas): still the
+	// cluster's fault, not the rows'. Retry later with backoff, without
+	// counting an attempt.
+	b.postponed = b.unavail
+}
+
+// shutdownContext returns a context that outlives ctx by grace.
+func shutdownContext(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(grace, cancel)
+		context.AfterFunc(c, func() { t.Stop() })
+	})
+	return c, func() { stop(); cancel() }
+}

@@ -1,0 +1,65 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgxlisten"
+)
+
+// Listen LISTENs on NotifyChannel on a dedicated connection and calls wake
+// for every notification, and once after each (re)connect, since
+// notifications sent while it was disconnected are lost. It reconnects after
+// reconnectDelay until ctx ends, logging each lost connection.
+func Listen(ctx context.Context, logger *slog.Logger, databaseURL string, reconnectDelay time.Duration, wake func()) error {
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return errors.New("parse DATABASE_URL: invalid connection string")
+	}
+	// Log the first failure of an outage as a warning and the retries at
+	// debug level; a successful (re)connect re-arms the warning.
+	var quiet atomic.Bool
+	l := &pgxlisten.Listener{
+		Connect: func(ctx context.Context) (*pgx.Conn, error) {
+			return pgx.ConnectConfig(ctx, cfg)
+		},
+		LogError: func(ctx context.Context, err error) {
+			switch {
+			case ctx.Err() != nil:
+			case quiet.Swap(true):
+				logger.DebugContext(ctx, "outbox listener still disconnected", "err", err)
+			default:
+				logger.WarnContext(ctx, "outbox listener lost its connection; reconnecting (polling meanwhile)", "err", err, "retry_every", reconnectDelay)
+			}
+		},
+		ReconnectDelay: reconnectDelay,
+	}
+	l.Handle(NotifyChannel, wakeHandler(func(connected bool) {
+		if connected {
+			quiet.Store(false)
+		}
+		wake()
+	}))
+	return l.Listen(ctx)
+}
+
+// wakeHandler is called with false for a notification and with true after
+// each (re)connect.
+type wakeHandler func(connected bool)
+
+func (w wakeHandler) HandleNotification(context.Context, *pgconn.Notification, *pgx.Conn) error {
+	w(false)
+	return nil
+}
+
+// HandleBacklog runs after each (re)connect: rows inserted while no LISTEN
+// was active sent notifications nobody heard.
+func (w wakeHandler) HandleBacklog(context.Context, string, *pgx.Conn) error {
+	w(true)
+	return nil
+}

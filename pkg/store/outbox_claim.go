@@ -1,0 +1,271 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pcp/route-processing/pkg/outbox"
+)
+
+// Outbox runs the relay's queries on route_passport_outbox and the operator
+// queries behind `outbox-relay stats|requeue|pause|resume`.
+//
+// # Why the queries look the way they do
+//
+// The claim changes only locked_until and lock_token, which no index covers,
+// so on a page with room (the table has fillfactor 70) it is a HOT update that
+// rewrites no index entry. It deliberately leaves updated_at alone: that
+// column is in the FAILED partial index, and touching it would make every
+// claim rewrite every index of the row. The one non-HOT update per event is
+// the mark that moves the row out of PENDING.
+//
+// Every change after the claim names the lease token it was claimed with, so
+// a relay whose lease expired (and whose rows another relay took over) changes
+// nothing.
+type Outbox struct {
+	pool *pgxpool.Pool
+}
+
+// NewOutbox returns the outbox queries on pool.
+func NewOutbox(pool *pgxpool.Pool) *Outbox { return &Outbox{pool: pool} }
+
+// The candidates are locked in the order of the pending index; the window
+// keeps the prefix whose payloads fit the byte budget (always at least the
+// first row), and only the kept rows are leased. Candidates not kept are
+// unlocked at the end of the statement, untouched. pg_column_size reads the
+// varlena header only (it does not detoast), so the normal claim costs what
+// it did.
+const claimSQL = `
+with due as (
+    select id, next_attempt_at, created_at, pg_column_size(payload)::bigint as size
+    from route_passport_outbox
+    where status = 'PENDING'
+      and next_attempt_at <= now()
+      and (locked_until is null or locked_until < now())
+      and not exists (select 1 from outbox_relay_control where paused)
+    order by next_attempt_at, created_at
+    limit $1
+    for update skip locked
+), sized as (
+    select id,
+           sum(size) over w as running,
+           row_number() over w as n,
+           count(*) over () as candidates
+    from due
+    window w as (order by next_attempt_at, created_at, id rows between unbounded preceding and current row)
+), kept as (
+    select id, candidates from sized where n = 1 or $4 <= 0 or running <= $4
+)
+update route_passport_outbox o
+set locked_until = now() + $2 * interval '1 microsecond',
+    lock_token = $3::uuid
+from kept
+where o.id = kept.id
+returning o.id, o.route_id, o.event_type, o.topic, o.message_key, o.payload, o.headers::text,
+          o.attempts, o.created_at, kept.candidates`
+
+// releaseTokenSQL gives back every lease of one claim. Used only when a claim
+// failed after its statement may have run; status = 'PENDING' lets it use
+// the PENDING partial index instead of reading the whole table.
+const releaseTokenSQL = `
+update route_passport_outbox
+set locked_until = null, lock_token = null
+where status = 'PENDING' and lock_token = $1::uuid`
+
+// Claim leases up to limit due PENDING rows, oldest first, for lease,
+// stopping before the claimed payloads' stored sizes (pg_column_size: after
+// TOAST compression, so the text the relay holds may be a few times larger)
+// exceed maxBytes; the first row is always claimed, whatever its size, so
+// that no row can block the outbox (maxBytes 0: no bound). more reports that
+// due rows were left unclaimed because of the byte bound: claim again. Rows
+// leased by another relay, or locked by another claim in progress, are
+// skipped. All rows of one claim share a fresh token. While the relays are
+// paused (outbox_relay_control) it claims nothing: the flag is read by the
+// claim itself, so a pause takes effect on the very next claim of every relay.
+//
+// A row whose headers do not decode is returned with HeadersError set. When
+// the claim fails after its statement may have run (lost connection, a
+// cancelled context while reading the rows), the leases of this claim are
+// given back (best effort), so that the rows are not stranded until the
+// lease expires.
+func (o *Outbox) Claim(ctx context.Context, limit int, maxBytes int64, lease time.Duration) (claimed []outbox.Row, more bool, err error) {
+	token := uuid.New()
+	rows, err := o.pool.Query(ctx, claimSQL, limit, lease.Microseconds(), token.String(), maxBytes)
+	if err != nil {
+		o.releaseToken(ctx, token)
+		return nil, false, fmt.Errorf("claim outbox rows: %w", err)
+	}
+	out := make([]outbox.Row, 0, min(limit, 1024))
+	var candidates int64
+	var headers []byte
+	for rows.Next() {
+		r := outbox.Row{Token: token}
+		if err := rows.Scan(&r.ID, &r.RouteID, &r.EventType, &r.Topic, &r.Key, &r.Payload, &headers, &r.Attempts, &r.CreatedAt, &candidates); err != nil {
+			rows.Close()
+			o.releaseToken(ctx, token)
+			return nil, false, fmt.Errorf("scan claimed outbox row: %w", err)
+		}
+		var m map[string]string
+		if err := json.Unmarshal(headers, &m); err != nil {
+			r.HeadersError = fmt.Sprintf("outbox row headers are not a JSON object of strings: %v", err)
+		} else {
+			r.Headers = outbox.OrderHeaders(m)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		o.releaseToken(ctx, token)
+		return nil, false, fmt.Errorf("claim outbox rows: %w", err)
+	}
+	// Oldest first, as claimed: UPDATE … RETURNING does not keep the CTE's
+	// order, and publishing in created order keeps per-key order for a
+	// single relay.
+	slices.SortStableFunc(out, func(a, b outbox.Row) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out, candidates > int64(len(out)), nil
+}
+
+// releaseToken gives back the leases of a failed claim, on a context that
+// outlives a cancelled ctx, for at most a few seconds. Errors are ignored:
+// at worst the leases expire.
+func (o *Outbox) releaseToken(ctx context.Context, token uuid.UUID) {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = o.pool.Exec(c, releaseTokenSQL, token.String())
+}
+
+// leaseArrays turns leases into the text arrays the statements unnest.
+// Text, cast to uuid in SQL, because pgx can encode []uuid.UUID only when
+// it knows the parameter's type from a prepared statement: in the exec and
+// simple_protocol modes a pooler needs (PgBouncer in transaction mode) it
+// sends it as an unknown type and fails.
+func leaseArrays(ls []outbox.Lease) (ids, tokens []string) {
+	ids = make([]string, len(ls))
+	tokens = make([]string, len(ls))
+	for i, l := range ls {
+		ids[i], tokens[i] = l.ID.String(), l.Token.String()
+	}
+	return ids, tokens
+}
+
+// retryArrays is leaseArrays for retries, with their errors and delays.
+func retryArrays(rs []outbox.Retry) (ids, tokens, errs []string, delaysUS []int64) {
+	ids, tokens = make([]string, len(rs)), make([]string, len(rs))
+	errs, delaysUS = make([]string, len(rs)), make([]int64, len(rs))
+	for i, r := range rs {
+		ids[i], tokens[i], errs[i], delaysUS[i] = r.ID.String(), r.Token.String(), r.Error, r.Delay.Microseconds()
+	}
+	return ids, tokens, errs, delaysUS
+}
+
+// firstID names the first row of a batch in an error: enough to find the
+// batch in the table, without a log line carrying hundreds of ids.
+func firstID(id uuid.UUID) string { return "first " + id.String() }
+
+const markPublishedSQL = `
+update route_passport_outbox o
+set status = 'PUBLISHED', published_at = now(), updated_at = now(),
+    locked_until = null, lock_token = null
+from unnest($1::text[]::uuid[], $2::text[]::uuid[]) as l(id, token)
+where o.id = l.id and o.lock_token = l.token and o.status = 'PENDING'`
+
+// MarkPublished marks the leased rows PUBLISHED in one statement and returns
+// how many it changed; rows whose lease was taken over are left alone.
+func (o *Outbox) MarkPublished(ctx context.Context, leases []outbox.Lease) (int64, error) {
+	if len(leases) == 0 {
+		return 0, nil
+	}
+	ids, tokens := leaseArrays(leases)
+	tag, err := o.pool.Exec(ctx, markPublishedSQL, ids, tokens)
+	if err != nil {
+		return 0, fmt.Errorf("mark %d outbox rows published (%s): %w", len(leases), firstID(leases[0].ID), err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+const retrySQL = `
+update route_passport_outbox o
+set attempts = o.attempts + 1,
+    max_attempts = $5,
+    last_error = r.err,
+    status = case when o.attempts + 1 >= $5 then 'FAILED' else 'PENDING' end,
+    next_attempt_at = case when o.attempts + 1 >= $5 then o.next_attempt_at
+                           else now() + r.delay_us * interval '1 microsecond' end,
+    locked_until = null, lock_token = null, updated_at = now()
+from unnest($1::text[]::uuid[], $2::text[]::uuid[], $3::text[], $4::bigint[]) as r(id, token, err, delay_us)
+where o.id = r.id and o.lock_token = r.token and o.status = 'PENDING'
+returning o.id, o.status, o.attempts, o.next_attempt_at`
+
+// Retry records failed publishes in one statement: attempts + 1, last_error,
+// max_attempts = maxAttempts (the relay's setting is authoritative), and
+// either FAILED or PENDING again after the delay. The lease is released.
+func (o *Outbox) Retry(ctx context.Context, retries []outbox.Retry, maxAttempts int) ([]outbox.RetryResult, error) {
+	if len(retries) == 0 {
+		return nil, nil
+	}
+	ids, tokens, errs, delays := retryArrays(retries)
+	rows, err := o.pool.Query(ctx, retrySQL, ids, tokens, errs, delays, maxAttempts)
+	if err != nil {
+		return nil, fmt.Errorf("reschedule %d outbox rows (%s): %w", len(retries), firstID(retries[0].ID), err)
+	}
+	res, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (outbox.RetryResult, error) {
+		var r outbox.RetryResult
+		err := row.Scan(&r.ID, &r.Status, &r.Attempts, &r.NextAttemptAt)
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reschedule %d outbox rows (%s): %w", len(retries), firstID(retries[0].ID), err)
+	}
+	return res, nil
+}
+
+const releaseSQL = `
+update route_passport_outbox o
+set locked_until = null, lock_token = null
+from unnest($1::text[]::uuid[], $2::text[]::uuid[]) as l(id, token)
+where o.id = l.id and o.lock_token = l.token and o.status = 'PENDING'`
+
+// Release gives leases back without counting an attempt (Kafka unreachable,
+// shutdown), so the rows are due again at once for any relay.
+func (o *Outbox) Release(ctx context.Context, leases []outbox.Lease) (int64, error) {
+	if len(leases) == 0 {
+		return 0, nil
+	}
+	ids, tokens := leaseArrays(leases)
+	tag, err := o.pool.Exec(ctx, releaseSQL, ids, tokens)
+	if err != nil {
+		return 0, fmt.Errorf("release %d outbox leases (%s): %w", len(leases), firstID(leases[0].ID), err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+const postponeSQL = `
+update route_passport_outbox o
+set last_error = r.err,
+    next_attempt_at = now() + r.delay_us * interval '1 microsecond',
+    locked_until = null, lock_token = null, updated_at = now()
+from unnest($1::text[]::uuid[], $2::text[]::uuid[], $3::text[], $4::bigint[]) as r(id, token, err, delay_us)
+where o.id = r.id and o.lock_token = r.token and o.status = 'PENDING'`
+
+// Postpone gives leases back without counting an attempt, like Release, but
+// records the error in last_error and makes each row due only after its
+// Delay: for failures that are the cluster's fault while the cluster still
+// answers (a partition without a leader, not enough in-sync replicas). It
+// returns how many rows it changed.
+func (o *Outbox) Postpone(ctx context.Context, retries []outbox.Retry) (int64, error) {
+	if len(retries) == 0 {
+		return 0, nil
+	}
+	ids, tokens, errs, delays := retryArrays(retries)
+	tag, err := o.pool.Exec(ctx, postponeSQL, ids, tokens, errs, delays)
+	if err != nil {
+		return 0, fmt.Errorf("postpone %d outbox rows (%s): %w", len(retries), firstID(retries[0].ID), err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -1,0 +1,42 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/pcp/route-processing/pkg/outbox"
+)
+
+// tableHealthSQL reads only statistics views and the relation's size: cheap
+// enough for the gauges' cadence.
+//
+// The xmin horizon is held back by any backend of this database with a
+// backend_xmin (an open transaction or snapshot: its age is taken from
+// xact_start) and by walsenders with one (hot_standby_feedback, or a slot's
+// active sender: from the last state change). The own backend is left out:
+// this statement has a snapshot too. A replication slot with no active
+// sender pins xmin as well, but its xid cannot be dated without
+// track_commit_timestamp, so it is not counted here.
+const tableHealthSQL = `
+select
+    coalesce((select extract(epoch from now() - min(coalesce(xact_start, state_change, backend_start)))
+              from pg_stat_activity
+              where backend_xmin is not null and pid <> pg_backend_pid()
+                and (datname = current_database() or backend_type = 'walsender')), 0)::float8,
+    coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0),
+    pg_total_relation_size('route_passport_outbox'::regclass)
+from (select 1) as one
+left join pg_stat_user_tables s on s.relid = 'route_passport_outbox'::regclass`
+
+// TableHealth reads the age of the oldest transaction holding back vacuum
+// and the outbox table's tuple counts and size.
+func (o *Outbox) TableHealth(ctx context.Context) (outbox.TableHealth, error) {
+	var h outbox.TableHealth
+	var ageS float64
+	if err := o.pool.QueryRow(ctx, tableHealthSQL).Scan(&ageS, &h.LiveTuples, &h.DeadTuples, &h.TableBytes); err != nil {
+		return h, fmt.Errorf("read outbox table health: %w", err)
+	}
+	h.OldestXactAge = time.Duration(max(ageS, 0) * float64(time.Second))
+	return h, nil
+}

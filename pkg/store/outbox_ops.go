@@ -1,0 +1,275 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pcp/route-processing/pkg/outbox"
+)
+
+// The operator's and the gauges' queries on route_passport_outbox: pause
+// flag, pending summary, retention, `outbox-relay stats` and `requeue`.
+
+// Control is the state of outbox_relay_control.
+type Control struct {
+	Paused    bool
+	Reason    string
+	UpdatedBy string
+	UpdatedAt time.Time
+}
+
+// Control reads the pause flag that every relay honours.
+func (o *Outbox) Control(ctx context.Context) (Control, error) {
+	var c Control
+	var reason, by *string
+	err := o.pool.QueryRow(ctx, `select paused, reason, updated_by, updated_at from outbox_relay_control where id`).
+		Scan(&c.Paused, &reason, &by, &c.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Control{}, nil
+	}
+	if err != nil {
+		return Control{}, fmt.Errorf("read outbox_relay_control: %w", err)
+	}
+	if reason != nil {
+		c.Reason = *reason
+	}
+	if by != nil {
+		c.UpdatedBy = *by
+	}
+	return c, nil
+}
+
+// Paused reports whether an operator paused the relays.
+func (o *Outbox) Paused(ctx context.Context) (bool, error) {
+	c, err := o.Control(ctx)
+	return c.Paused, err
+}
+
+// SetPaused sets the pause flag (upserting the single row). Resuming clears
+// the reason. It notifies the relays so that a resume takes effect at once.
+func (o *Outbox) SetPaused(ctx context.Context, paused bool, reason, by string) error {
+	var r *string
+	if paused && reason != "" {
+		r = &reason
+	}
+	return pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `
+insert into outbox_relay_control (id, paused, reason, updated_by, updated_at)
+values (true, $1, $2, $3, now())
+on conflict (id) do update set paused = $1, reason = $2, updated_by = $3, updated_at = now()`, paused, r, by)
+		if err != nil {
+			return fmt.Errorf("set outbox_relay_control: %w", err)
+		}
+		_, err = tx.Exec(ctx, `select pg_notify($1, '')`, NotifyChannel)
+		return err
+	})
+}
+
+// Pending counts PENDING rows and the age of the oldest; both read only the
+// PENDING partial index.
+func (o *Outbox) Pending(ctx context.Context) (outbox.PendingSummary, error) {
+	var s outbox.PendingSummary
+	var ageUS *int64
+	err := o.pool.QueryRow(ctx, `
+select count(*), (extract(epoch from now() - min(created_at)) * 1e6)::bigint
+from route_passport_outbox where status = 'PENDING'`).Scan(&s.Pending, &ageUS)
+	if err != nil {
+		return s, fmt.Errorf("count pending outbox rows: %w", err)
+	}
+	if ageUS != nil && *ageUS > 0 {
+		s.OldestAge = time.Duration(*ageUS) * time.Microsecond
+	}
+	return s, nil
+}
+
+// deletePublishedSQL finds its rows through the PUBLISHED partial index on
+// published_at (migration 004), oldest first, so that the last statement of
+// a sweep, which finds fewer rows than its limit, reads only the index range
+// past retention instead of the whole heap. SKIP LOCKED: relays sweeping at
+// the same moment split the rows instead of queueing on each other's locks.
+const deletePublishedSQL = `
+delete from route_passport_outbox
+where ctid = any (array(
+    select ctid from route_passport_outbox
+    where status = 'PUBLISHED' and published_at < now() - $1 * interval '1 microsecond'
+    order by published_at
+    limit $2
+    for update skip locked))`
+
+// DeletePublished deletes up to limit PUBLISHED rows published before
+// now − olderThan, oldest first, and returns how many it deleted. FAILED rows
+// are kept. Rows another sweep is deleting are skipped, not waited for.
+func (o *Outbox) DeletePublished(ctx context.Context, olderThan time.Duration, limit int) (int64, error) {
+	tag, err := o.pool.Exec(ctx, deletePublishedSQL, olderThan.Microseconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete published outbox rows: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Stats is the answer of `outbox-relay stats`.
+type Stats struct {
+	// Counts are rows per status. PENDING and FAILED are exact (read from
+	// their partial indexes); PUBLISHED is an estimate unless PublishedExact.
+	Counts map[string]int64 `json:"counts"`
+	// PublishedExact: Counts["PUBLISHED"] was counted, not estimated.
+	PublishedExact bool `json:"publishedExact"`
+	// OldestPendingAgeSeconds is 0 when nothing is pending.
+	OldestPendingAgeSeconds float64        `json:"oldestPendingAgeSeconds"`
+	Failures                []FailureGroup `json:"failures"`
+	Paused                  bool           `json:"paused"`
+	PauseReason             string         `json:"pauseReason,omitempty"`
+}
+
+// FailureGroup counts FAILED rows with the same last_error.
+type FailureGroup struct {
+	LastError string `json:"lastError"`
+	Count     int64  `json:"count"`
+}
+
+// estimateRowsSQL is the planner's estimate of the table's rows: reltuples
+// (kept by autovacuum and ANALYZE) scaled to the table's current size, as
+// the planner does. NULL when the table was never vacuumed or analyzed.
+const estimateRowsSQL = `
+select case
+    when c.reltuples < 0 then null
+    when c.relpages = 0 then c.reltuples::bigint
+    else (c.reltuples / c.relpages * (pg_relation_size(c.oid) / current_setting('block_size')::bigint))::bigint
+end
+from pg_class c where c.oid = 'route_passport_outbox'::regclass`
+
+// Stats reads rows per status, the oldest pending age, FAILED rows grouped
+// by last_error (most frequent first, up to 50 groups) and the pause flag.
+// PENDING and FAILED rows are counted through their partial indexes; the
+// PUBLISHED rows, nearly all of a large table, are estimated from the
+// table's statistics unless exact is set (then the whole table is counted,
+// which takes seconds at tens of millions of rows). A table never analyzed
+// is counted exactly.
+func (o *Outbox) Stats(ctx context.Context, exact bool) (Stats, error) {
+	s := Stats{Counts: map[string]int64{outbox.StatusPending: 0, outbox.StatusPublished: 0, outbox.StatusFailed: 0}}
+	p, err := o.Pending(ctx)
+	if err != nil {
+		return s, err
+	}
+	s.Counts[outbox.StatusPending] = p.Pending
+	s.OldestPendingAgeSeconds = p.OldestAge.Seconds()
+	var failed int64
+	if err := o.pool.QueryRow(ctx, `select count(*) from route_passport_outbox where status = 'FAILED'`).Scan(&failed); err != nil {
+		return s, fmt.Errorf("count failed outbox rows: %w", err)
+	}
+	s.Counts[outbox.StatusFailed] = failed
+	var estimate *int64
+	if !exact {
+		if err := o.pool.QueryRow(ctx, estimateRowsSQL).Scan(&estimate); err != nil {
+			return s, fmt.Errorf("estimate outbox rows: %w", err)
+		}
+	}
+	if estimate != nil {
+		s.Counts[outbox.StatusPublished] = max(0, *estimate-p.Pending-failed)
+	} else {
+		var n int64
+		if err := o.pool.QueryRow(ctx, `select count(*) from route_passport_outbox where status = 'PUBLISHED'`).Scan(&n); err != nil {
+			return s, fmt.Errorf("count published outbox rows: %w", err)
+		}
+		s.Counts[outbox.StatusPublished] = n
+		s.PublishedExact = true
+	}
+	rows, err := o.pool.Query(ctx, `
+select coalesce(last_error, ''), count(*) from route_passport_outbox
+where status = 'FAILED' group by 1 order by 2 desc, 1 limit 50`)
+	if err != nil {
+		return s, fmt.Errorf("group failed outbox rows: %w", err)
+	}
+	s.Failures, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (FailureGroup, error) {
+		var g FailureGroup
+		err := row.Scan(&g.LastError, &g.Count)
+		return g, err
+	})
+	if err != nil {
+		return s, fmt.Errorf("group failed outbox rows: %w", err)
+	}
+	if s.Failures == nil {
+		s.Failures = []FailureGroup{}
+	}
+	c, err := o.Control(ctx)
+	if err != nil {
+		return s, err
+	}
+	s.Paused, s.PauseReason = c.Paused, c.Reason
+	return s, nil
+}
+
+// RequeueFilter selects the rows `outbox-relay requeue` puts back: exactly
+// one of its fields is set.
+type RequeueFilter struct {
+	Failed  bool
+	ID      *uuid.UUID
+	RouteID *uuid.UUID
+}
+
+// RequeueResult is what a Requeue did.
+type RequeueResult struct {
+	// Requeued rows are PENDING, due now, with attempts 0.
+	Requeued int64
+	// InFlight rows matched but were left alone: PENDING under a live
+	// lease, i.e. a relay is publishing them now (they will be PUBLISHED or
+	// rescheduled by it).
+	InFlight int64
+}
+
+// ErrNoRows: a requeue by id or route id matched no row.
+var ErrNoRows = errors.New("no outbox row matches")
+
+// Requeue puts the selected rows back to PENDING with attempts reset, due now
+// and with no lease, and notifies the relays. --failed takes FAILED rows;
+// --id and --route-id take rows in any status (republishing a PUBLISHED row
+// on purpose is an operator's right), except PENDING rows under a live lease:
+// clearing that lease would let a second relay publish the row while its
+// holder still is. A requeue by ID or RouteID that matches no row at all
+// returns an error wrapping ErrNoRows.
+func (o *Outbox) Requeue(ctx context.Context, f RequeueFilter) (RequeueResult, error) {
+	var where, what string
+	var args []any
+	switch {
+	case f.Failed:
+		where = `status = 'FAILED'`
+	case f.ID != nil:
+		where, args, what = `id = $1::uuid`, []any{f.ID.String()}, "id "+f.ID.String()
+	case f.RouteID != nil:
+		where, args, what = `route_id = $1::uuid`, []any{f.RouteID.String()}, "route id "+f.RouteID.String()
+	default:
+		return RequeueResult{}, errors.New("requeue: no rows selected")
+	}
+	const inFlight = `(status = 'PENDING' and coalesce(locked_until > now(), false))`
+	var res RequeueResult
+	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+update route_passport_outbox
+set status = 'PENDING', attempts = 0, next_attempt_at = now(), locked_until = null,
+    lock_token = null, published_at = null, updated_at = now()
+where `+where+` and not `+inFlight, args...)
+		if err != nil {
+			return fmt.Errorf("requeue outbox rows: %w", err)
+		}
+		res.Requeued = tag.RowsAffected()
+		if !f.Failed { // FAILED rows are never leased
+			if err := tx.QueryRow(ctx, `select count(*) from route_passport_outbox where `+where+` and `+inFlight, args...).
+				Scan(&res.InFlight); err != nil {
+				return fmt.Errorf("requeue outbox rows: %w", err)
+			}
+		}
+		if res.Requeued > 0 {
+			_, err = tx.Exec(ctx, `select pg_notify($1, '')`, NotifyChannel)
+		}
+		return err
+	})
+	if err == nil && what != "" && res.Requeued == 0 && res.InFlight == 0 {
+		return res, fmt.Errorf("requeue: %w %s", ErrNoRows, what)
+	}
+	return res, err
+}
