@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"time"
 
 	"github.com/pcp/route-processing/pkg/config"
@@ -12,7 +13,17 @@ import (
 	"github.com/pcp/route-processing/pkg/obs"
 	"github.com/pcp/route-processing/pkg/relay"
 	"github.com/pcp/route-processing/pkg/store"
+	"github.com/pcp/route-processing/pkg/tracing"
 )
+
+// buildVersion is the module version the binary was built from, for the
+// traces' service.version ("(devel)" in a source build).
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Version
+	}
+	return ""
+}
 
 // shutdownGrace bounds how long a batch in flight at SIGTERM may keep
 // publishing; with the mark (≤ 5s) and the producer's close (≤ 3s) the
@@ -60,29 +71,47 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 			ClientID:         "pcp-outbox-relay",
 		},
 		DeliveryTimeout: cfg.PublishTimeout,
-		Linger:          2 * time.Millisecond,
+		Linger:          relay.ProducerLinger,
 	})
 	if err != nil {
 		return err
 	}
 	defer producer.Close(3 * time.Second)
 
+	// Tracing is off unless OTEL_EXPORTER_OTLP_ENDPOINT is set; spans still
+	// in the exporter's queue are flushed at exit.
+	tp, err := tracing.New(ctx, "outbox-relay", buildVersion())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tp.Shutdown(fctx); err != nil {
+			log.Warn("flush traces", "err", err)
+		}
+	}()
+
 	rc := cfg.Config
 	rc.ShutdownGrace, rc.Registerer, rc.Readiness = shutdownGrace, reg, ready
+	if tp.Enabled {
+		rc.Tracer = tp.Tracer("github.com/pcp/route-processing/pkg/relay")
+	}
 	r, err := relay.New(logger, store.NewOutbox(pool), producer, rc)
 	if err != nil {
 		return err
 	}
 	log.Info("starting", "batch_size", cfg.BatchSize, "poll_interval", cfg.PollInterval,
 		"lock_timeout", cfg.LockTimeout, "publish_timeout", cfg.PublishTimeout, "max_attempts", cfg.MaxAttempts,
-		"kafka_properties", keys)
+		"kafka_properties", keys, "db_timeout", cfg.DBTimeout, "direct_listen_url", cfg.ListenURL != cfg.DatabaseURL,
+		"tracing", tp.Enabled)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	listenDone := make(chan struct{})
 	go func() {
 		defer close(listenDone)
-		if err := store.Listen(ctx, log, cfg.DatabaseURL, time.Second, r.Wake); err != nil && ctx.Err() == nil {
+		if err := store.Listen(ctx, log, cfg.ListenURL, time.Second, r.Notified, r.Wake); err != nil && ctx.Err() == nil {
 			log.Error("outbox listener stopped; polling only", "err", err)
 		}
 	}()

@@ -128,6 +128,11 @@ type Ingestor struct {
 type Relay struct {
 	Common
 	relay.Config
+	// ListenURL is the connection of the relay's LISTEN
+	// (DATABASE_LISTEN_URL; default DatabaseURL). Behind a transaction
+	// pooler LISTEN hears nothing: point it at PostgreSQL directly (or at a
+	// session-mode pool). It may hold a password: never log it.
+	ListenURL string
 }
 
 // LoadIngestor reads the ingestor's configuration from environ (os.Environ form).
@@ -161,6 +166,7 @@ func relayVars() map[string]string {
 		"Retention":       "OUTBOX_RETENTION",
 		"ProbeMaxBackoff": "OUTBOX_PROBE_MAX_BACKOFF",
 		"Workers":         "OUTBOX_WORKERS",
+		"DBTimeout":       "OUTBOX_DB_TIMEOUT",
 	}
 }
 
@@ -184,8 +190,10 @@ func LoadRelay(environ []string) (Relay, error) {
 			Retention:       r.duration(v["Retention"], 0, true),
 			ProbeMaxBackoff: r.duration(v["ProbeMaxBackoff"], 0, false),
 			Workers:         r.intRange(v["Workers"], 0, 1, math.MaxInt32),
+			DBTimeout:       r.duration(v["DBTimeout"], 0, false),
 		},
 	}
+	c.ListenURL = r.str("DATABASE_LISTEN_URL", c.DatabaseURL)
 	if s, set := r.env[v["Retention"]]; set && s != "" && c.Retention == 0 {
 		c.Retention = -1 // OUTBOX_RETENTION=0 disables the sweep
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures a Relay. Zero values take the defaults of contract §5;
@@ -49,8 +50,20 @@ type Config struct {
 	// negative disables the sweep).
 	Retention time.Duration
 	// ProbeMaxBackoff caps the wait between broker probes in an outage, and
-	// between retries while PostgreSQL is unreachable (default 30s).
+	// between claims and mark retries while PostgreSQL is unreachable
+	// (default 1s). A probe is one metadata request or one connection
+	// attempt, cheap enough to repeat every second for as long as an outage
+	// lasts; a long cap would only add to the time to recover after the
+	// dependency is back (at most one cap, plus the probe).
 	ProbeMaxBackoff time.Duration
+	// DBTimeout bounds every database call of the relay: claim, marks,
+	// retries, postpones, releases, the pause-flag read, gauges and the
+	// retention sweep (default 5s). A healthy call takes milliseconds (a
+	// claim or mark of 500 rows ~10-50ms, a second or so under a checkpoint
+	// stall), so 5s cuts only a hung link or a lock wait, and the relay
+	// reports "postgres" not ready within that long of a blackhole instead
+	// of hanging until the kernel gives up on the connection.
+	DBTimeout time.Duration
 	// Workers is the number of claim/publish/mark loops (default 2): two
 	// let one loop's mark overlap the other's publish.
 	Workers int
@@ -70,6 +83,10 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Readiness receives the "kafka" and "postgres" states (nil: ignored).
 	Readiness Readiness
+	// Tracer, when set, gets a span per claim and per published row, and
+	// the published record's traceparent header becomes the publish span's
+	// (nil: no spans, headers published as stored).
+	Tracer trace.Tracer
 }
 
 // Defaults of the fields whose default another one depends on.
@@ -78,7 +95,17 @@ const (
 	DefaultPublishTimeout = 30 * time.Second
 	// DefaultMaxClaimBytes is the default of Config.MaxClaimBytes.
 	DefaultMaxClaimBytes = 16 << 20
+	// DefaultDBTimeout is the default of Config.DBTimeout.
+	DefaultDBTimeout = 5 * time.Second
 )
+
+// ProducerLinger is the linger.ms the relay's producer should use: 0. The
+// relay hands the producer a whole claimed batch in one loop of Produce
+// calls (microseconds apart), so the messages are queued together before a
+// request can leave and a linger could only add its own length to every
+// batch's latency; while one request is in flight the next fill up by
+// themselves (measured: README, "Relay producer linger").
+const ProducerLinger = 0 * time.Millisecond
 
 // Lease budget: a batch's publish may last PublishTimeout plus the
 // producer's delivery-report margin (kafkax waits message.timeout.ms + at
@@ -113,7 +140,8 @@ func (c Config) WithDefaults() Config {
 	c.MaxClaimBytes = cmp.Or(c.MaxClaimBytes, DefaultMaxClaimBytes)
 	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
 	c.Retention = cmp.Or(c.Retention, 168*time.Hour)
-	c.ProbeMaxBackoff = cmp.Or(c.ProbeMaxBackoff, 30*time.Second)
+	c.ProbeMaxBackoff = cmp.Or(c.ProbeMaxBackoff, time.Second)
+	c.DBTimeout = cmp.Or(c.DBTimeout, DefaultDBTimeout)
 	c.Workers = cmp.Or(c.Workers, 2)
 	c.StatsInterval = cmp.Or(c.StatsInterval, 5*time.Second)
 	c.RetentionInterval = cmp.Or(c.RetentionInterval, time.Minute)
@@ -160,6 +188,7 @@ func (c Config) Validate() error {
 	}{
 		{"LockTimeout", c.LockTimeout}, {"PublishTimeout", c.PublishTimeout}, {"PollInterval", c.PollInterval},
 		{"ProbeMaxBackoff", c.ProbeMaxBackoff}, {"StatsInterval", c.StatsInterval}, {"RetentionInterval", c.RetentionInterval},
+		{"DBTimeout", c.DBTimeout},
 	} {
 		if d.v < 0 {
 			return fail(d.field, "(%s) must be positive", d.v)
@@ -175,7 +204,16 @@ func (c Config) isolateDeadline(start time.Time) time.Time {
 	return start.Add(c.LockTimeout - c.PublishTimeout - LeaseMargin)
 }
 
-// probeTimeout bounds one broker probe.
+// probeTimeout bounds one broker probe: a metadata round trip takes
+// milliseconds on a live cluster, so 2s tells a dead one quickly.
 func (c Config) probeTimeout() time.Duration {
-	return min(c.PublishTimeout, 5*time.Second)
+	return min(c.PublishTimeout, 2*time.Second)
+}
+
+// stallAfter is how long a batch may wait for its delivery reports before
+// the relay probes the cluster: a healthy batch is acknowledged in tens of
+// milliseconds, so one that waits 2s may be talking to a blackhole, and
+// the probe says whether a broker still answers (then it waits on).
+func (c Config) stallAfter() time.Duration {
+	return min(c.PublishTimeout/2, 2*time.Second)
 }

@@ -13,7 +13,9 @@ func (r *Relay) watchControl(ctx context.Context) {
 	t := time.NewTicker(r.cfg.PollInterval)
 	defer t.Stop()
 	for {
-		paused, err := r.outbox.Paused(ctx)
+		c, cancel := r.dbCall(ctx)
+		paused, err := r.outbox.Paused(c)
+		cancel()
 		if err == nil && r.paused.Swap(paused) != paused {
 			if paused {
 				r.m.paused.Set(1)
@@ -38,11 +40,17 @@ func (r *Relay) refreshGauges(ctx context.Context) {
 	t := time.NewTicker(r.cfg.StatsInterval)
 	defer t.Stop()
 	for {
-		if s, err := r.outbox.Pending(ctx); err == nil {
+		c, cancel := r.dbCall(ctx)
+		s, err := r.outbox.Pending(c)
+		cancel()
+		if err == nil {
 			r.m.pending.Set(float64(s.Pending))
 			r.m.oldestAge.Set(s.OldestAge.Seconds())
 		}
-		if h, err := r.outbox.TableHealth(ctx); err == nil {
+		c, cancel = r.dbCall(ctx)
+		h, err := r.outbox.TableHealth(c)
+		cancel()
+		if err == nil {
 			r.m.oldestXactAge.Set(h.OldestXactAge.Seconds())
 			r.m.liveTuples.Set(float64(h.LiveTuples))
 			r.m.deadTuples.Set(float64(h.DeadTuples))
@@ -79,7 +87,9 @@ func (r *Relay) retention(ctx context.Context) {
 func (r *Relay) sweep(ctx context.Context) int64 {
 	total := int64(0)
 	for ctx.Err() == nil {
-		n, err := r.outbox.DeletePublished(ctx, r.cfg.Retention, r.cfg.RetentionBatch)
+		c, cancel := r.dbCall(ctx)
+		n, err := r.outbox.DeletePublished(c, r.cfg.Retention, r.cfg.RetentionBatch)
+		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				r.logger.WarnContext(ctx, "retention sweep failed; next sweep will retry", "err", err)

@@ -1,6 +1,10 @@
 package relay
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pcp/route-processing/pkg/obs"
+)
 
 // metrics are the relay's Prometheus series (contract §5 names).
 type metrics struct {
@@ -21,7 +25,18 @@ type metrics struct {
 	liveTuples    prometheus.Gauge
 	deadTuples    prometheus.Gauge
 	tableBytes    prometheus.Gauge
+	wakeupMode    *prometheus.GaugeVec
+	stage         *prometheus.HistogramVec
 }
+
+// Stages of a passport's path the relay observes in obs.StageMetric.
+const (
+	stageNotifyToClaimed    = "notify_to_claimed"         // NOTIFY received → its claim returned
+	stageCreatedToClaimed   = "created_to_claimed"        // row created_at → claimed (per row)
+	stageClaimedToReported  = "claimed_to_reported"       // claim returned → the batch's last delivery report (per row)
+	stageBatchReported      = "claimed_to_batch_reported" // the same, once per batch
+	stageCreatedToPublished = "created_to_published"      // row created_at → delivery report (per row)
+)
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
@@ -96,11 +111,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "route_passport_outbox_table_bytes",
 			Help: "Size of route_passport_outbox with its indexes and TOAST (pg_total_relation_size).",
 		}),
+		wakeupMode: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "route_passport_outbox_relay_wakeup_mode",
+			Help: "1 for the way the relay learns of new rows: notify (LISTEN/NOTIFY arrives) or poll (notifications do not arrive, e.g. behind a transaction pooler without DATABASE_LISTEN_URL; rows wait up to OUTBOX_POLL_INTERVAL).",
+		}, []string{"mode"}),
 	}
+	m.stage = obs.NewStageHistogram(reg)
 	if reg != nil {
 		reg.MustRegister(m.published, m.retried, m.failed, m.released, m.postponed, m.pending, m.oldestAge,
 			m.paused, m.publishTime, m.ingestToPub, m.claimedRows, m.kafkaOutages, m.lostLeaseRows,
-			m.oldestXactAge, m.liveTuples, m.deadTuples, m.tableBytes)
+			m.oldestXactAge, m.liveTuples, m.deadTuples, m.tableBytes, m.wakeupMode)
 	}
 	return m
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/record"
@@ -141,7 +142,7 @@ func TestUnavailableWhileClusterAnswersCountsNoAttempt(t *testing.T) {
 	pub := &fakePublisher{publish: all(errors.Join(record.ErrUnavailable, cause))}
 	r := newTestRelay(t, ob, pub, Config{InitialBackoff: time.Second, MaxBackoff: time.Minute})
 	rows := testRows(3)
-	r.process(context.Background(), rows)
+	r.process(context.Background(), rows, time.Now(), trace.SpanContext{})
 
 	require.Equal(t, 1, pub.probes, "the cluster was probed")
 	require.Empty(t, ob.retried, "no attempt counted")
@@ -172,7 +173,7 @@ func TestStoppingSkipsTheProbe(t *testing.T) {
 	}
 	r := newTestRelay(t, ob, pub, Config{})
 	start := time.Now()
-	r.process(ctx, testRows(2))
+	r.process(ctx, testRows(2), time.Now(), trace.SpanContext{})
 	require.Less(t, time.Since(start), 2*time.Second)
 	require.Zero(t, pub.probes)
 	require.Len(t, ob.released, 2)
@@ -188,7 +189,7 @@ func TestBadHeadersChargeOnlyTheirRow(t *testing.T) {
 	r := newTestRelay(t, ob, pub, Config{})
 	rows := testRows(3)
 	rows[1].Headers, rows[1].HeadersError = nil, "outbox row headers are not a JSON object of strings: boom"
-	r.process(context.Background(), rows)
+	r.process(context.Background(), rows, time.Now(), trace.SpanContext{})
 
 	require.Len(t, pub.batches, 1)
 	require.Len(t, pub.batches[0], 2, "the bad row is not sent")
@@ -214,7 +215,7 @@ func TestIsolationEndsBeforeTheLease(t *testing.T) {
 	// The isolation window is LockTimeout − PublishTimeout − LeaseMargin =
 	// 500ms: sends start at about 0, 200 and 400ms, and no more.
 	r := newTestRelay(t, ob, pub, Config{PublishTimeout: time.Second, LockTimeout: time.Second + LeaseMargin + 500*time.Millisecond})
-	r.process(context.Background(), testRows(8))
+	r.process(context.Background(), testRows(8), time.Now(), trace.SpanContext{})
 
 	singles := len(pub.batches) - 1
 	require.Equal(t, 3, singles, "single sends started within the window")

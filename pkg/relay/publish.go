@@ -3,7 +3,10 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/record"
@@ -41,7 +44,9 @@ func classify(err error, ctxDone bool) outcome {
 type batch struct {
 	rows  []outbox.Row
 	errs  []error
-	start time.Time
+	start time.Time       // when the claim returned
+	spans []trace.Span    // the i-th row's publish span; nil when never sent
+	recs  []record.Record // the i-th row as sent (its traceparent the span's)
 
 	ok, back  []outbox.Lease // to mark PUBLISHED; to give back
 	failed    []int          // to charge an attempt
@@ -56,7 +61,9 @@ func (b *batch) sort(r *Relay, i int, err error, ctxDone bool) {
 	switch classify(err, ctxDone) {
 	case delivered:
 		b.ok = append(b.ok, b.rows[i].Lease())
-		r.m.ingestToPub.Observe(time.Since(b.rows[i].CreatedAt).Seconds())
+		age := time.Since(b.rows[i].CreatedAt).Seconds()
+		r.m.ingestToPub.Observe(age)
+		r.m.stage.WithLabelValues(stageCreatedToPublished).Observe(age)
 	case giveBack:
 		b.back = append(b.back, b.rows[i].Lease())
 	case unavailable:
@@ -66,25 +73,35 @@ func (b *batch) sort(r *Relay, i int, err error, ctxDone bool) {
 	}
 }
 
-// process publishes one claimed batch and records what became of each row.
-func (r *Relay) process(ctx context.Context, rows []outbox.Row) {
-	b := &batch{rows: rows, errs: make([]error, len(rows)), start: time.Now()}
+// process publishes one batch, claimed at start, and records what became
+// of each row.
+func (r *Relay) process(ctx context.Context, rows []outbox.Row, start time.Time, claimSpan trace.SpanContext) {
+	b := &batch{rows: rows, errs: make([]error, len(rows)), start: start, spans: make([]trace.Span, len(rows)),
+		recs: make([]record.Record, len(rows))}
 	// The publish may outlive ctx by the shutdown grace: work in flight when
 	// the relay is stopped gets that long to finish.
 	pubCtx, cancel := shutdownContext(ctx, r.cfg.ShutdownGrace)
 	defer cancel()
-	r.publish(pubCtx, b)
-	r.m.publishTime.Observe(time.Since(b.start).Seconds())
+	sent := time.Now()
+	r.publish(pubCtx, b, claimSpan)
+	reported := time.Since(b.start).Seconds()
+	r.m.publishTime.Observe(time.Since(sent).Seconds())
+	r.m.stage.WithLabelValues(stageBatchReported).Observe(reported)
+	perRow := r.m.stage.WithLabelValues(stageClaimedToReported)
+	for range b.rows {
+		perRow.Observe(reported)
+	}
 	r.isolate(ctx, pubCtx, b)
 	b.failed = append(b.failed, b.rejected...)
 	r.judgeUnavailable(ctx, pubCtx, b)
+	b.endSpans()
 	r.settle(ctx, b)
 }
 
 // publish sends the rows whose headers decoded, in one batch. A row whose
 // stored headers do not decode is its own fault: it is not sent, and the
 // error counts as an attempt; its neighbours go on.
-func (r *Relay) publish(ctx context.Context, b *batch) {
+func (r *Relay) publish(ctx context.Context, b *batch, claimSpan trace.SpanContext) {
 	send := make([]int, 0, len(b.rows))
 	recs := make([]record.Record, 0, len(b.rows))
 	for i := range b.rows {
@@ -94,15 +111,42 @@ func (r *Relay) publish(ctx context.Context, b *batch) {
 			continue
 		}
 		send = append(send, i)
-		recs = append(recs, b.rows[i].Record())
+		recs = append(recs, r.startPublish(ctx, b, i, claimSpan))
 	}
 	if len(send) == 0 {
 		return
 	}
+	done := make(chan struct{})
+	go r.watchStall(ctx, done)
 	errs := r.pub.ProduceBatch(ctx, recs)
+	close(done)
 	ctxDone := ctx.Err() != nil
 	for j, i := range send {
 		b.sort(r, i, errs[j], ctxDone)
+	}
+}
+
+// watchStall probes the cluster every stallAfter while a batch's delivery
+// reports do not come (until done): in a blackhole (packets dropped, a
+// frozen broker) the reports would only time out after PublishTimeout, and
+// the relay would look ready all that while. A probe that no broker answers
+// enters outage mode at once (not ready, no new claims); the batch itself
+// still ends by its timeout, its rows given back without an attempt.
+func (r *Relay) watchStall(ctx context.Context, done <-chan struct{}) {
+	t := time.NewTicker(r.cfg.stallAfter())
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if r.kafkaDown.Load() {
+			return
+		}
+		_ = r.confirmOutage(ctx, fmt.Errorf("no delivery report for %s: %w", r.cfg.stallAfter(), record.ErrUnavailable))
 	}
 }
 
@@ -124,7 +168,7 @@ func (r *Relay) isolate(ctx, pubCtx context.Context, b *batch) {
 			b.rejected = append(b.rejected, i)
 			continue
 		}
-		err := r.pub.ProduceBatch(pubCtx, []record.Record{b.rows[i].Record()})[0]
+		err := r.pub.ProduceBatch(pubCtx, []record.Record{b.recs[i]})[0]
 		b.sort(r, i, err, pubCtx.Err() != nil)
 	}
 }

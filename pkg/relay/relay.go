@@ -7,7 +7,15 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
+
+// dbCall returns ctx bounded by Config.DBTimeout, for one database call.
+func (r *Relay) dbCall(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, r.cfg.DBTimeout)
+}
 
 // Relay moves outbox rows to Kafka. Build it with New, run it with Run, and
 // call Wake on every outbox notification.
@@ -17,6 +25,7 @@ type Relay struct {
 	pub    Publisher
 	cfg    Config
 	m      *metrics
+	tracer trace.Tracer // a no-op one when Config.Tracer is nil
 
 	wakeMu sync.Mutex
 	wakes  []chan struct{}
@@ -30,15 +39,22 @@ type Relay struct {
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
+
+	// Wake-up mode (wakeup.go).
+	lastNotify atomic.Int64 // unix nanos of the last NOTIFY
+	misses     atomic.Int64 // polls in a row that found unannounced rows
+	modeMu     sync.Mutex
+	mode       string
 }
 
-// New builds a relay. It does not touch the database or the brokers.
+// New builds a relay. It does not touch the database or the brokers. Its
+// wake-up mode starts as "notify"; call [Relay.Notified] for each NOTIFY.
 func New(logger *slog.Logger, outbox Outbox, pub Publisher, cfg Config) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	return &Relay{
+	r := &Relay{
 		logger: logger.With("component", "relay"),
 		outbox: outbox,
 		pub:    pub,
@@ -46,10 +62,18 @@ func New(logger *slog.Logger, outbox Outbox, pub Publisher, cfg Config) (*Relay,
 		m:      newMetrics(cfg.Registerer),
 		outage: make(chan struct{}, 1),
 		rng:    rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
-	}, nil
+	}
+	if r.cfg.Tracer == nil {
+		r.tracer = noop.NewTracerProvider().Tracer("")
+	} else {
+		r.tracer = r.cfg.Tracer
+	}
+	r.setMode(context.Background(), modeNotify)
+	return r, nil
 }
 
-// Wake tells every worker that rows may be due (a NOTIFY arrived). It never
+// Wake tells every worker that rows may be due (the listener reconnected,
+// the relay resumed; a NOTIFY goes through [Relay.Notified]). It never
 // blocks; wakes that arrive while a worker is busy collapse into one.
 func (r *Relay) Wake() {
 	r.wakeMu.Lock()

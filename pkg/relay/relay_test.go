@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,7 @@ type testBundle struct {
 	pool      *pgxpool.Pool
 	outbox    *store.Outbox
 	bootstrap string
+	noListen  bool // start runs no LISTEN connection (as behind a transaction pooler)
 }
 
 func setup(t testing.TB, bootstrap string) *testBundle {
@@ -86,7 +88,7 @@ func (b *testBundle) start(t testing.TB, cfg relay.Config) *runningRelay {
 	prod, err := kafkax.NewProducer(logger, kafkax.ProducerConfig{
 		ClientConfig:    kafkax.ClientConfig{BootstrapServers: b.bootstrap, ClientID: "relay-test"},
 		DeliveryTimeout: cfg.WithDefaults().PublishTimeout,
-		Linger:          time.Millisecond,
+		Linger:          testLinger(t),
 	})
 	require.NoError(t, err)
 	r, err := relay.New(logger, b.outbox, prod, cfg)
@@ -94,7 +96,9 @@ func (b *testBundle) start(t testing.TB, cfg relay.Config) *runningRelay {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = r.Run(ctx) })
-	wg.Go(func() { _ = store.Listen(ctx, logger, b.url, 100*time.Millisecond, r.Wake) })
+	if !b.noListen {
+		wg.Go(func() { _ = store.Listen(ctx, logger, b.url, 100*time.Millisecond, r.Notified, r.Wake) })
+	}
 	srv := httptest.NewServer(obs.Handler(reg, ready))
 	var once sync.Once
 	stop := func() {
@@ -107,6 +111,17 @@ func (b *testBundle) start(t testing.TB, cfg relay.Config) *runningRelay {
 	}
 	t.Cleanup(stop)
 	return &runningRelay{relay: r, reg: reg, ready: ready, http: srv, stop: stop}
+}
+
+// testLinger is relay.ProducerLinger, or BENCH_RELAY_LINGER (a duration)
+// to measure another.
+func testLinger(t testing.TB) time.Duration {
+	if v := os.Getenv("BENCH_RELAY_LINGER"); v != "" {
+		d, err := time.ParseDuration(v)
+		require.NoError(t, err)
+		return d
+	}
+	return relay.ProducerLinger
 }
 
 func (rr *runningRelay) readyz(t testing.TB) int {

@@ -4,21 +4,38 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/pcp/route-processing/pkg/backoff"
+	"github.com/pcp/route-processing/pkg/outbox"
 )
 
 // worker claims, publishes and marks batches until ctx ends. It claims
-// nothing while Kafka is down (the prober wakes it) and backs off while
-// PostgreSQL cannot be reached.
+// nothing while Kafka is down (the prober wakes it) and, while PostgreSQL
+// cannot be reached, retries the claim (its probe: one cheap statement,
+// bounded by DBTimeout) with a backoff capped at ProbeMaxBackoff.
 func (r *Relay) worker(ctx context.Context, id int, wake chan struct{}) {
 	log := r.logger.With("worker", id)
 	dbWait := backoff.New(100*time.Millisecond, r.cfg.ProbeMaxBackoff)
+	var (
+		polled    bool      // the last sleep ended by the poll timer
+		woke      time.Time // when the last sleep ended by a wake
+		prevClaim = time.Now()
+	)
+	idle := func() {
+		polled = !sleep(ctx, wake, r.cfg.PollInterval)
+		if !polled {
+			woke = time.Now()
+		}
+	}
 	for ctx.Err() == nil {
 		if r.kafkaDown.Load() {
 			sleep(ctx, wake, r.cfg.PollInterval)
 			continue
 		}
-		rows, more, err := r.outbox.Claim(ctx, r.cfg.BatchSize, r.cfg.MaxClaimBytes, r.cfg.LockTimeout)
+		rows, more, claimSpan, err := r.claim(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -32,6 +49,7 @@ func (r *Relay) worker(ctx context.Context, id int, wake chan struct{}) {
 			backoff.Sleep(ctx, wait)
 			continue
 		}
+		claimed := time.Now()
 		dbWait.Reset()
 		if !r.dbUp.Load() {
 			r.dbUp.Store(true)
@@ -40,25 +58,55 @@ func (r *Relay) worker(ctx context.Context, id int, wake chan struct{}) {
 			}
 			r.setReady("postgres", nil)
 		}
+		if polled {
+			r.notePoll(ctx, prevClaim, rows)
+		} else if !woke.IsZero() && len(rows) > 0 {
+			r.m.stage.WithLabelValues(stageNotifyToClaimed).Observe(claimed.Sub(woke).Seconds())
+		}
+		polled, woke, prevClaim = false, time.Time{}, claimed
 		if len(rows) == 0 {
-			sleep(ctx, wake, r.cfg.PollInterval)
+			idle()
 			continue
 		}
 		r.m.claimedRows.Observe(float64(len(rows)))
-		r.process(ctx, rows)
+		created := r.m.stage.WithLabelValues(stageCreatedToClaimed)
+		for i := range rows {
+			created.Observe(claimed.Sub(rows[i].CreatedAt).Seconds())
+		}
+		r.process(ctx, rows, claimed, claimSpan)
 		if len(rows) < r.cfg.BatchSize && !more {
-			sleep(ctx, wake, r.cfg.PollInterval)
+			idle()
 		}
 	}
 }
 
-// sleep waits for a wake, d, or the end of ctx.
-func sleep(ctx context.Context, wake <-chan struct{}, d time.Duration) {
+// claim runs one claim, bounded by DBTimeout, in its own span (a root
+// span: a claim serves many traces; each row's publish span links to it).
+func (r *Relay) claim(ctx context.Context) ([]outbox.Row, bool, trace.SpanContext, error) {
+	ctx, span := r.tracer.Start(ctx, "outbox claim", trace.WithNewRoot())
+	defer span.End()
+	c, cancel := r.dbCall(ctx)
+	defer cancel()
+	rows, more, err := r.outbox.Claim(c, r.cfg.BatchSize, r.cfg.MaxClaimBytes, r.cfg.LockTimeout)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "claim failed")
+		return nil, false, span.SpanContext(), err
+	}
+	span.SetAttributes(attribute.Int("outbox.rows", len(rows)), attribute.Bool("outbox.more", more))
+	return rows, more, span.SpanContext(), nil
+}
+
+// sleep waits for a wake, d, or the end of ctx; it reports whether a wake
+// ended it.
+func sleep(ctx context.Context, wake <-chan struct{}, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-wake:
+		return true
 	case <-t.C:
 	}
+	return false
 }

@@ -12,15 +12,23 @@ import (
 	"github.com/jackc/pgxlisten"
 )
 
-// Listen LISTENs on NotifyChannel on a dedicated connection and calls wake
-// for every notification, and once after each (re)connect, since
-// notifications sent while it was disconnected are lost. It reconnects after
-// reconnectDelay until ctx ends, logging each lost connection.
-func Listen(ctx context.Context, logger *slog.Logger, databaseURL string, reconnectDelay time.Duration, wake func()) error {
+// Listen LISTENs on NotifyChannel on a dedicated connection and calls
+// notified for every notification, and connected once after each
+// (re)connect, since notifications sent while it was disconnected are lost.
+// It reconnects after reconnectDelay until ctx ends, logging each lost
+// connection.
+//
+// The connection must reach PostgreSQL directly, or through a pooler in
+// session mode: behind transaction pooling LISTEN succeeds but nothing is
+// ever delivered (the server connection that ran it goes back to the pool).
+// Hence DATABASE_LISTEN_URL; the relay notices a listener that hears nothing
+// (relay.Relay.Notified).
+func Listen(ctx context.Context, logger *slog.Logger, databaseURL string, reconnectDelay time.Duration, notified, connected func()) error {
 	cfg, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
-		return errors.New("parse DATABASE_URL: invalid connection string")
+		return errors.New("parse listen URL: invalid connection string")
 	}
+	configureConn(cfg)
 	// Log the first failure of an outage as a warning and the retries at
 	// debug level; a successful (re)connect re-arms the warning.
 	var quiet atomic.Bool
@@ -39,11 +47,13 @@ func Listen(ctx context.Context, logger *slog.Logger, databaseURL string, reconn
 		},
 		ReconnectDelay: reconnectDelay,
 	}
-	l.Handle(NotifyChannel, wakeHandler(func(connected bool) {
-		if connected {
+	l.Handle(NotifyChannel, wakeHandler(func(conn bool) {
+		if conn {
 			quiet.Store(false)
+			connected()
+			return
 		}
-		wake()
+		notified()
 	}))
 	return l.Listen(ctx)
 }

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,12 +31,42 @@ const VersionTable = "schema_version"
 const NotifyChannel = "route_passport_outbox"
 
 // DefaultConnectTimeout bounds a connection attempt of [Open]'s pool when
-// the URL sets no connect_timeout.
+// the URL sets no connect_timeout: long enough for a TLS handshake over a
+// slow link, short enough that a host that drops packets fails the attempt
+// (and the next host of a multi-host URL is tried) within seconds, not the
+// kernel's minutes.
 const DefaultConnectTimeout = 10 * time.Second
 
+// Dead-connection detection of [Open]'s pool, for links that stop carrying
+// bytes without a reset (half-open TCP, a firewall that drops state, a
+// failed-over address):
+//
+//   - TCPKeepAlive: idle connections send a keepalive probe after this long
+//     idle and every this long after (Go's net.KeepAliveConfig, count 3), so
+//     a pooled connection that died while idle is closed by the kernel
+//     within ~4× this instead of hours (Linux's default is 2 h).
+//   - TCPUserTimeout (Linux TCP_USER_TIMEOUT): a connection whose sent bytes
+//     stay unacknowledged this long is closed by the kernel, so a query
+//     written into a blackhole fails even while the caller has no deadline
+//     of its own. It must exceed a normal round trip under load by far:
+//     it never cuts a slow query (the server acknowledges the bytes at once
+//     and the connection is idle, not unacknowledged, while it runs).
+//   - HealthCheckPeriod: the pool checks idle connections this often and
+//     drops the broken ones, so a failover leaves no dead connection to hand
+//     out (each is pinged before use after being idle one second as well:
+//     pgxpool's default).
+const (
+	TCPKeepAlive      = 5 * time.Second
+	TCPUserTimeout    = 10 * time.Second
+	HealthCheckPeriod = 5 * time.Second
+)
+
 // Open connects a pool and checks that the server answers. The URL may carry
-// pgxpool settings such as pool_max_conns, and connect_timeout (default
-// [DefaultConnectTimeout]).
+// pgxpool settings such as pool_max_conns and pool_health_check_period,
+// connect_timeout (default [DefaultConnectTimeout]) and a multi-host list
+// with target_session_attrs=read-write (failover: each connection goes to
+// whichever host accepts writes). Its connections detect dead links (see
+// [TCPKeepAlive]).
 func Open(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
@@ -42,17 +74,31 @@ func Open(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 		// parse errors, so say only what is safe.
 		return nil, errors.New("parse DATABASE_URL: invalid connection string")
 	}
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		// Without connect_timeout (URL or PGCONNECT_TIMEOUT) a connection
-		// attempt to a host that drops packets hangs for the kernel's TCP
-		// timeout, minutes.
-		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	configureConn(cfg.ConnConfig)
+	if !strings.Contains(databaseURL, "pool_health_check_period") {
+		cfg.HealthCheckPeriod = HealthCheckPeriod
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create pool: %w", err)
 	}
 	return pool, nil
+}
+
+// configureConn applies the connect timeout and the dead-link detection of
+// [Open] to one connection's configuration (the pool's, the listener's).
+func configureConn(cfg *pgx.ConnConfig) {
+	if cfg.ConnectTimeout == 0 {
+		// Without connect_timeout (URL or PGCONNECT_TIMEOUT) a connection
+		// attempt to a host that drops packets hangs for the kernel's TCP
+		// timeout, minutes.
+		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
+	d := &net.Dialer{
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: TCPKeepAlive, Interval: TCPKeepAlive, Count: 3},
+		Control:         setUserTimeout(TCPUserTimeout),
+	}
+	cfg.DialFunc = d.DialContext
 }
 
 // Migrate applies every embedded migration that the database lacks. It is

@@ -1,0 +1,81 @@
+package relay
+
+import (
+	"context"
+	"time"
+
+	"github.com/pcp/route-processing/pkg/outbox"
+)
+
+// Wake-up modes: how the relay learns of new rows.
+const (
+	modeNotify = "notify"
+	modePoll   = "poll"
+)
+
+// missesForPoll is how many polls in a row, with no notification heard
+// between, must find rows created since the worker's previous claim before
+// the relay says it is polling: one could be a notification still on its
+// way; three poll intervals of silence while rows keep arriving are not.
+const missesForPoll = 3
+
+// Notified is called for every NOTIFY on the outbox channel: it wakes the
+// workers and, if the relay had concluded that notifications do not
+// arrive, says they do again.
+func (r *Relay) Notified() {
+	r.lastNotify.Store(time.Now().UnixNano())
+	r.misses.Store(0)
+	r.setMode(context.Background(), modeNotify)
+	r.Wake()
+}
+
+// notePoll is told of each claim that a worker made after its poll timer
+// (not a wake) ended its sleep; prevClaim is when that worker's previous
+// claim returned. Rows created after prevClaim, with no notification since,
+// were never announced: behind PgBouncer in transaction mode LISTEN
+// succeeds and hears nothing. Rows due again after a retry are old and do
+// not count.
+func (r *Relay) notePoll(ctx context.Context, prevClaim time.Time, rows []outbox.Row) {
+	if len(rows) == 0 || r.lastNotify.Load() > prevClaim.UnixNano() {
+		return
+	}
+	fresh := false
+	for i := range rows {
+		if rows[i].CreatedAt.After(prevClaim) {
+			fresh = true
+			break
+		}
+	}
+	if !fresh {
+		return
+	}
+	if r.misses.Add(1) >= missesForPoll {
+		r.setMode(ctx, modePoll)
+	}
+}
+
+// setMode records the wake-up mode in the gauge, and logs each change.
+func (r *Relay) setMode(ctx context.Context, mode string) {
+	r.modeMu.Lock()
+	defer r.modeMu.Unlock()
+	if r.mode == mode {
+		return
+	}
+	first := r.mode == ""
+	r.mode = mode
+	for _, m := range []string{modeNotify, modePoll} {
+		v := 0.0
+		if m == mode {
+			v = 1
+		}
+		r.m.wakeupMode.WithLabelValues(m).Set(v)
+	}
+	switch {
+	case first:
+	case mode == modePoll:
+		r.logger.WarnContext(ctx, "outbox notifications do not arrive (LISTEN through a transaction pooler? set DATABASE_LISTEN_URL to a direct connection); polling every poll interval",
+			"wakeup_mode", mode, "poll_interval", r.cfg.PollInterval)
+	default:
+		r.logger.InfoContext(ctx, "outbox notifications arrive again", "wakeup_mode", mode)
+	}
+}
