@@ -131,11 +131,17 @@ func (o *Outbox) Claim(ctx context.Context, limit int, maxBytes int64, lease tim
 	return out, candidates > int64(len(out)), nil
 }
 
+// releaseTokenTimeout bounds the give-back of a failed claim. Short: the
+// claim usually failed because the link or the server is in trouble, and
+// the caller's own timeout (relay.Config.DBTimeout) must not be doubled by
+// a second hung statement; healthy, it takes milliseconds.
+const releaseTokenTimeout = time.Second
+
 // releaseToken gives back the leases of a failed claim, on a context that
-// outlives a cancelled ctx, for at most a few seconds. Errors are ignored:
-// at worst the leases expire.
+// outlives a cancelled ctx, for at most releaseTokenTimeout. Errors are
+// ignored: at worst the leases expire.
 func (o *Outbox) releaseToken(ctx context.Context, token uuid.UUID) {
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTokenTimeout)
 	defer cancel()
 	_, _ = o.pool.Exec(c, releaseTokenSQL, token.String())
 }
