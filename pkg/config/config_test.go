@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/relay"
 )
 
 var required = []string{"DATABASE_URL=postgres://u:secret@localhost/db", "KAFKA_BOOTSTRAP_SERVERS=localhost:9092"}
@@ -169,4 +171,23 @@ func TestRelayRulesNameTheVariable(t *testing.T) {
 	c, err := LoadRelay(env("OUTBOX_RETENTION=0"))
 	require.NoError(t, err)
 	require.Negative(t, c.Retention, "0 disables the retention sweep")
+}
+
+// TestRelayDBTimeoutAndListenURL: OUTBOX_DB_TIMEOUT bounds the relay's
+// database calls (default relay.DefaultDBTimeout); DATABASE_LISTEN_URL
+// defaults to DATABASE_URL.
+func TestRelayDBTimeoutAndListenURL(t *testing.T) {
+	t.Parallel()
+	c, err := LoadRelay(env())
+	require.NoError(t, err)
+	require.Equal(t, relay.DefaultDBTimeout, c.DBTimeout)
+	require.Equal(t, c.DatabaseURL, c.ListenURL)
+	c, err = LoadRelay(env("OUTBOX_DB_TIMEOUT=1500ms", "DATABASE_LISTEN_URL=postgres://direct/db"))
+	require.NoError(t, err)
+	require.Equal(t, 1500*time.Millisecond, c.DBTimeout)
+	require.Equal(t, "postgres://direct/db", c.ListenURL)
+	_, err = LoadRelay(env("OUTBOX_DB_TIMEOUT=-1s"))
+	var cfgErr *Error
+	require.True(t, errors.As(err, &cfgErr), "got %v", err)
+	require.Equal(t, "OUTBOX_DB_TIMEOUT", cfgErr.Var)
 }

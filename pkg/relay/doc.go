@@ -69,8 +69,39 @@
 // A row whose stored headers are not a JSON object of strings is not sent;
 // the decode error counts an attempt against that row alone.
 //
-// While PostgreSQL cannot be reached the relay reports "postgres" not ready
-// and retries with capped backoff.
+// A batch whose delivery reports have not come after 2s (a broker that
+// stops answering without resetting its connections: a blackhole, a frozen
+// process) makes the relay probe at once rather than after PublishTimeout:
+// when no broker answers, "kafka" is not ready and claims stop while the
+// batch waits out its timeout and gives its leases back.
+//
+// Probes repeat with a backoff capped at ProbeMaxBackoff (1s): cheap, so
+// the relay is claiming again within about a second of the cluster's
+// return.
+//
+// # Database outages and hung links
+//
+// Every database call is bounded by DBTimeout (5s). While PostgreSQL cannot
+// be reached, or a call hangs, the relay reports "postgres" not ready and
+// retries the claim with backoff capped at ProbeMaxBackoff. No database
+// error counts an attempt against a row: a read-only server (25006, an old
+// primary back as a standby), an administrator shutdown (57P01) and lost
+// connections (08xxx) are outages like any other.
+//
+// # Wake-up mode
+//
+// Workers sleep until [Relay.Notified] (a NOTIFY) or the poll interval.
+// Behind a transaction pooler LISTEN hears nothing; the relay notices rows
+// that polls find and no notification announced (three polls in a row) and
+// reports route_passport_outbox_relay_wakeup_mode{mode="poll"}, logging the
+// change once; the next notification switches it back to "notify".
+//
+// # Traces
+//
+// With Config.Tracer set, each claim is a span, and each published row a
+// producer span that is the child of the row's stored traceparent (when it
+// has one) and links to its claim; the published record's traceparent is
+// then the publish span's, so consumers continue the passport's trace.
 //
 // # Leases
 //
