@@ -26,7 +26,7 @@ revision() {
   local rev
   rev=$(git rev-parse HEAD 2>/dev/null || echo unknown)
   # A build from a tree with uncommitted changes is not that commit.
-  if [ "$rev" != unknown ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+  if [ "$rev" != unknown ] && [ -n "$(git status --porcelain 2>/dev/null)" ]; then
     rev="$rev-dirty"
   fi
   echo "$rev"

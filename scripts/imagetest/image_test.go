@@ -23,14 +23,18 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// EnvOptOut, set to "off", turns the image tests into skips on a machine
-// without buildah and podman. Without it, a missing tool is a failure.
+// EnvOptOut, set to "off", turns the image tests into skips (for a machine
+// that cannot have buildah and podman). Without it, a missing tool is a
+// failure.
 const EnvOptOut = "IMAGE_TEST"
 
 const installHint = "apt-get install buildah podman runc musl-tools skopeo (Debian), or set " + EnvOptOut + "=off to opt out of the container image tests"
 
 func requireTools(t *testing.T) {
 	t.Helper()
+	if os.Getenv(EnvOptOut) == "off" {
+		t.Skipf("%s=off: not testing the container image", EnvOptOut)
+	}
 	var missing []string
 	for _, tool := range []string{"buildah", "podman", "runc", "musl-gcc"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -39,9 +43,6 @@ func requireTools(t *testing.T) {
 	}
 	if len(missing) == 0 {
 		return
-	}
-	if os.Getenv(EnvOptOut) == "off" {
-		t.Skipf("%s=off: not testing the container image (missing %s)", EnvOptOut, strings.Join(missing, ", "))
 	}
 	t.Fatalf("imagetest: %s not found: %s", strings.Join(missing, ", "), installHint)
 }
@@ -229,6 +230,7 @@ var loaded struct {
 // scripts/image.sh writes (vfs, runc, cgroupfs, ulimits), not the machine's.
 func podmanEnv(t *testing.T) []string {
 	t.Helper()
+	requireTools(t)
 	out, err := script(root(t), "env")
 	if err != nil {
 		t.Fatalf("imagetest: scripts/image.sh env: %v\n%s", err, out)

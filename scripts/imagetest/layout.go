@@ -5,7 +5,7 @@
 //
 // The tests need buildah, podman, runc and musl-gcc (Debian: apt-get install
 // buildah podman runc musl-tools). Without them they fail and say so, unless
-// IMAGE_TEST=off opts out explicitly (then they skip with that reason).
+// IMAGE_TEST=off opts out explicitly (then they skip, saying so).
 //
 // This file holds the two readers the tests compare: the Dockerfile's final
 // stage and an OCI image archive.
@@ -32,17 +32,18 @@ import (
 // layout).
 func FinalStageFiles(dockerfile []byte) ([]string, error) {
 	var stage [][]string
+	from := false
 	for _, line := range logicalLines(dockerfile) {
 		fields := strings.Fields(line)
 		if len(fields) == 0 {
 			continue
 		}
 		if strings.EqualFold(fields[0], "FROM") {
-			stage = nil
+			stage, from = nil, true
 		}
 		stage = append(stage, fields)
 	}
-	if len(stage) == 0 {
+	if !from {
 		return nil, fmt.Errorf("dockerfile: no FROM")
 	}
 	var files []string
