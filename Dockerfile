@@ -4,7 +4,9 @@
 # The Helm chart picks the binary with `command:`; `docker run IMAGE` starts the
 # ingestor.
 #
-#   docker build -t route-processing .
+#   docker build -t route-processing \
+#     --build-arg VERSION=0.1.0 --build-arg REVISION="$(git rev-parse HEAD)" \
+#     --build-arg CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)" .
 #   docker run --rm route-processing /usr/local/bin/outbox-relay stats
 #
 # `make image` builds the same image without Docker (scripts/image.sh): it

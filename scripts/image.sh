@@ -19,8 +19,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 name=${IMAGE_NAME:-pcp-route-processing}
-version=${VERSION:-$(awk -F'"' '/^appVersion:/ {print $2}' charts/pcp-route-processing/Chart.yaml)}
-cache=$(mkdir -p "${IMAGE_CACHE:-.cache/image}" && cd "${IMAGE_CACHE:-.cache/image}" && pwd)
+# Needed by build, archive and env only: `stage` (the Docker build stage) has
+# neither the chart nor a cache.
+version() {
+  if [ -n "${VERSION:-}" ]; then
+    echo "$VERSION"
+  else
+    awk -F'"' '/^appVersion:/ {print $2}' charts/pcp-route-processing/Chart.yaml
+  fi
+}
+cache_dir() {
+  mkdir -p "${IMAGE_CACHE:-.cache/image}" && cd "${IMAGE_CACHE:-.cache/image}" && pwd
+}
 
 revision() {
   local rev
@@ -36,7 +46,7 @@ archive_path() {
   local short
   short=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
   case "$(revision)" in *-dirty) short="$short-dirty" ;; esac
-  echo "bin/$name-$version-$short.oci.tar"
+  echo "bin/$name-$(version)-$short.oci.tar"
 }
 
 # Static binaries: musl libc and confluent-kafka-go's bundled musl librdkafka
@@ -72,6 +82,7 @@ stage() {
 # in any container or VM), runc and cgroupfs (crun fails on hybrid cgroup
 # hierarchies), and ulimits low enough for an unprivileged user namespace.
 write_conf() {
+  cache=$(cache_dir)
   mkdir -p "$cache/storage" "$cache/run"
   cat >"$cache/storage.conf" <<EOF
 [storage]
@@ -90,6 +101,7 @@ EOF
 }
 
 conf_env() {
+  cache=$(cache_dir)
   echo "export CONTAINERS_CONF=$cache/containers.conf CONTAINERS_STORAGE_CONF=$cache/storage.conf"
 }
 
@@ -103,13 +115,17 @@ build() {
   write_conf
   export CONTAINERS_CONF=$cache/containers.conf CONTAINERS_STORAGE_CONF=$cache/storage.conf
 
-  local ctx=$cache/context rev created epoch archive tag
+  local ctx=$cache/context rev created epoch archive tag version
+  version=$(version)
+  [ -n "$version" ] || { echo "image: no version: set VERSION or the chart's appVersion" >&2; exit 1; }
   rev=$(revision)
   # Created = the commit's time: two builds of one commit are the same image.
   epoch=$(git log -1 --format=%ct 2>/dev/null || date +%s)
   created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
   archive=$(archive_path)
-  tag="$version-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+  # The tag is the archive's name without the image name: <version>-<commit>[-dirty].
+  tag=${archive#bin/"$name"-}
+  tag=${tag%.oci.tar}
 
   stage "$ctx/out"
   # The Dockerfile's final stage, verbatim, after a "build" stage that is the
