@@ -267,6 +267,19 @@ func image(t *testing.T, env []string) string {
 			return
 		}
 		loaded.ref = strings.Fields(ref)[0]
+		// Images of earlier commits would pile up in the private storage
+		// (vfs keeps each one whole).
+		repo, _, _ := strings.Cut(loaded.ref, ":")
+		out, err = podman(ctx, env, "images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", "reference="+repo)
+		if err != nil {
+			loaded.err = fmt.Errorf("podman images: %v\n%s", err, out)
+			return
+		}
+		for _, old := range strings.Fields(out) {
+			if old != loaded.ref {
+				_, _ = podman(ctx, env, "rmi", old)
+			}
+		}
 	})
 	if loaded.err != nil {
 		t.Fatalf("imagetest: %v", loaded.err)
