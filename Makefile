@@ -17,6 +17,10 @@ help: ## list the targets
 build: ## build bin/ingestor and bin/outbox-relay
 	$(GO) build -o $(BIN)/ ./cmd/ingestor ./cmd/outbox-relay
 
+.PHONY: image
+image: ## container image without Docker (buildah, static musl binaries, FROM scratch) as an OCI archive under bin/
+	@bash scripts/image.sh build
+
 .PHONY: test
 test: ## every unit and integration test (real PostgreSQL and broker) with -race, and the resilience suite
 	@TEST_FLAGS="$(TEST_FLAGS)" bash scripts/test.sh
@@ -50,4 +54,4 @@ migrate: build ## apply migrations to DATABASE_URL
 
 .PHONY: clean
 clean: ## remove build output and the local dev data
-	rm -rf $(BIN) .dev
+	rm -rf $(BIN) .dev .cache/image

@@ -2,6 +2,8 @@
 # make test: every unit and integration test with -race, verbose into
 # .cache/test.log; the terminal gets one line per top-level test, the package
 # summaries, the resilience figures, and on failure the failing tests' output.
+# ./... includes scripts/imagetest (builds the image and runs it with podman;
+# IMAGE_TEST=off skips it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .cache
