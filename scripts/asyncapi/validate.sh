@@ -3,8 +3,8 @@
 # package-lock.json (make lint). The CLI is installed with `npm ci` into
 # scripts/asyncapi/node_modules (gitignored), again whenever the lock file
 # changes. The JSON Schemas the document references are draft 2020-12, which
-# the CLI resolves but does not check; pkg/contractschema's tests compile them
-# against the 2020-12 meta-schema.
+# the CLI resolves but does not check: check-schemas.js compiles them with ajv
+# (strict), and pkg/contractschema's Go tests hold the service to them.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -28,5 +28,6 @@ metrics="$here/node_modules/.asyncapi-analytics"
 [ -f "$metrics" ] || echo '{"analyticsEnabled":"false","infoMessageShown":"true","userID":"disabled"}' >"$metrics"
 export ASYNCAPI_METRICS_CONFIG_PATH="$metrics" SUPPRESS_NO_CONFIG_WARNING=1 NODE_CONFIG_DIR="$here"
 
+node "$here/check-schemas.js"
 cd "$root"
 exec "$here/node_modules/.bin/asyncapi" validate --fail-severity=warn docs/asyncapi.yaml
