@@ -48,7 +48,7 @@ func newValidator(t *testing.T) *contractschema.Validator {
 	return v
 }
 
-func readFile(t *testing.T, name string) []byte {
+func readFile(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(contractDir, name))
 	require.NoError(t, err)

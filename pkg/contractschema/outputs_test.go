@@ -8,8 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/contractschema"
+	"github.com/pcp/route-processing/pkg/ingest"
 	"github.com/pcp/route-processing/pkg/passport"
 	"github.com/pcp/route-processing/pkg/record"
+	"github.com/pcp/route-processing/pkg/testenv"
 )
 
 // payloadDoc returns pkg/passport's RouteGeoRefEvent for valid-polygon.json,
@@ -117,4 +119,26 @@ func TestValidateOutputRecordRefuses(t *testing.T) {
 		setHeader(&rec, "x-extra", "ok")
 		require.NoError(t, v.ValidateOutputRecord(rec))
 	})
+}
+
+// TestValidateOutputWithTestenvRecords: the one-call form the integration
+// tests use on the records testenv reads.
+func TestValidateOutputWithTestenvRecords(t *testing.T) {
+	v := newValidator(t)
+	p, _ := payloadDoc(t)
+	rec := outputRecord(p, passport.EventModeStatusChanged, passport.KeyRouteID)
+	r := testenv.Record{Key: rec.Key, Value: rec.Value}
+	for _, h := range rec.Headers {
+		r.Headers = append(r.Headers, testenv.Header{Key: h.Key, Value: h.Value})
+	}
+	require.NoError(t, contractschema.ValidateOutput(v, r.Key, r.Value, r.Headers))
+	r.Headers = r.Headers[1:] // no type header
+	require.Error(t, contractschema.ValidateOutput(v, r.Key, r.Value, r.Headers))
+
+	dlq := []ingest.Header{}
+	for _, h := range dlqHeaders("CONTRACT", "", "not JSON") {
+		dlq = append(dlq, ingest.Header{Key: h.Key, Value: h.Value})
+	}
+	require.NoError(t, contractschema.ValidateDLQ(v, dlq))
+	require.Error(t, contractschema.ValidateDLQ(v, dlq[:3]))
 }

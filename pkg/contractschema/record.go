@@ -75,3 +75,36 @@ func outputHeaderDoc(hs []record.Header) (map[string]any, error) {
 	}
 	return doc, nil
 }
+
+// HeaderLike is any header type laid out as record.Header (Key string, Value
+// []byte): testenv.Header, ingest.Header, kafkax.Header. It lets tests that
+// read records with their own types validate them in one call.
+type HeaderLike interface {
+	~struct {
+		Key   string
+		Value []byte
+	}
+}
+
+// RecordHeaders converts headers of any [HeaderLike] type, in order.
+func RecordHeaders[H HeaderLike](hs []H) []record.Header {
+	out := make([]record.Header, len(hs))
+	for i, h := range hs {
+		out[i] = record.Header(h)
+	}
+	return out
+}
+
+// ValidateOutput is [Validator.ValidateOutputRecord] for a record given as
+// key, value and headers of any [HeaderLike] type, e.g.
+// contractschema.ValidateOutput(v, r.Key, r.Value, r.Headers) for a
+// testenv.Record r.
+func ValidateOutput[H HeaderLike](v *Validator, key, value []byte, headers []H) error {
+	return v.ValidateOutputRecord(record.Record{Key: key, Value: value, Headers: RecordHeaders(headers)})
+}
+
+// ValidateDLQ is [Validator.ValidateDLQHeaders] for headers of any
+// [HeaderLike] type.
+func ValidateDLQ[H HeaderLike](v *Validator, headers []H) error {
+	return v.ValidateDLQHeaders(RecordHeaders(headers))
+}
