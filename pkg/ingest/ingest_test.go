@@ -25,10 +25,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pcp/route-processing/pkg/contractschema"
 	"github.com/pcp/route-processing/pkg/ingest"
 	"github.com/pcp/route-processing/pkg/ingest/adapters"
 	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/obs"
+	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/passport"
 	"github.com/pcp/route-processing/pkg/store"
 	"github.com/pcp/route-processing/pkg/testenv"
@@ -339,6 +341,8 @@ func TestContractExamples(t *testing.T) {
 	}
 	readJSON("expected-outputs.json", &expOut)
 	readJSON("expected-dlq.json", &expDLQ)
+	schemas, err := contractschema.New()
+	require.NoError(t, err)
 	require.NotEmpty(t, expOut)
 	require.NotEmpty(t, expDLQ)
 
@@ -475,6 +479,7 @@ func TestContractExamples(t *testing.T) {
 					want["correlationId"] = *exp.CorrelationID
 				}
 				require.Equal(t, want, headers, name)
+				require.NoError(t, contractschema.ValidateOutput(schemas, []byte(key), p.Payload(ev.typ), outbox.OrderHeaders(headers)), name)
 
 				var payload map[string]any
 				require.NoError(t, json.Unmarshal(p.Payload(ev.typ), &payload))
@@ -513,6 +518,7 @@ func TestContractExamples(t *testing.T) {
 			require.Equal(t, ingest.FQCNContractViolation, h(ingest.HeaderExceptionFQCN))
 			require.NotEmpty(t, h(ingest.HeaderExceptionMessage))
 			require.Equal(t, exp.Category, h(ingest.HeaderErrorCategory), name)
+			require.NoError(t, contractschema.ValidateDLQ(schemas, d.Headers), name)
 			field, hasField := d.Header(ingest.HeaderErrorField)
 			if exp.Field == nil {
 				require.False(t, hasField, "%s: no field header", name)
