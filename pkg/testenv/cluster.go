@@ -37,6 +37,8 @@ type PostgresOptions struct {
 	// commit. Off by default: tests want speed, and a throwaway cluster
 	// has nothing to lose on a crash.
 	Fsync bool
+	// Port to listen on (default: a free one).
+	Port int
 	// Settings are extra postgresql.conf settings, name to value (values
 	// are written as given, so quote strings: `'on'`).
 	Settings map[string]string
@@ -66,19 +68,47 @@ type PostgresCluster struct {
 func NewPostgresCluster(t testing.TB, opts PostgresOptions) *PostgresCluster {
 	t.Helper()
 	requireMain(t)
-	bins, err := findPGBinaries()
-	if err != nil {
-		t.Fatalf("testenv: NewPostgresCluster needs the PostgreSQL server binaries: %v; %s", err, installHint)
-	}
 	start := time.Now()
-	c, err := startCluster(bins, opts)
+	c, err := StartPostgresCluster(opts)
 	if err != nil {
-		t.Fatalf("testenv: start PostgreSQL cluster: %v", err)
+		t.Fatalf("testenv: %v", err)
 	}
 	t.Cleanup(c.destroy)
 	t.Logf("testenv: PostgreSQL cluster on 127.0.0.1:%d ready in %s", c.port, time.Since(start).Round(time.Millisecond))
 	return c
 }
+
+// StartPostgresCluster is NewPostgresCluster for a program (after [Open]):
+// the caller stops and removes the cluster with Close.
+func StartPostgresCluster(opts PostgresOptions) (*PostgresCluster, error) {
+	bins, err := findPGBinaries()
+	if err != nil {
+		return nil, fmt.Errorf("a PostgreSQL cluster needs the PostgreSQL server binaries: %w; %s", err, installHint)
+	}
+	c, err := startCluster(bins, opts)
+	if err != nil {
+		return nil, fmt.Errorf("start PostgreSQL cluster: %w", err)
+	}
+	return c, nil
+}
+
+// Close stops the cluster (`pg_ctl stop -m fast`, immediate if that fails)
+// and removes its directory.
+func (c *PostgresCluster) Close() error {
+	err := c.stop("fast")
+	c.destroy()
+	if err != nil {
+		return fmt.Errorf("stop PostgreSQL: %w", err)
+	}
+	return nil
+}
+
+// BinDir is the directory of the PostgreSQL programs the cluster runs
+// (psql is usually there too).
+func (c *PostgresCluster) BinDir() string { return c.bins.dir }
+
+// LogFile is the server's log (inside Dir).
+func (c *PostgresCluster) LogFile() string { return c.logFile }
 
 // Dir is the cluster's temporary directory (data directory, log, unix
 // socket); it is removed when the cluster is.
@@ -177,9 +207,11 @@ func startCluster(bins *pgBinaries, opts PostgresOptions) (*PostgresCluster, err
 	if err := bins.initdbInto(c.dataDir); err != nil {
 		return nil, err
 	}
-	c.port, err = freePort()
-	if err != nil {
-		return nil, err
+	c.port = opts.Port
+	if c.port == 0 {
+		if c.port, err = freePort(); err != nil {
+			return nil, err
+		}
 	}
 	settings := map[string]string{
 		"listen_addresses":        "'127.0.0.1'",
