@@ -41,6 +41,10 @@ type ProcessSpec struct {
 	Output io.Writer
 }
 
+// ErrKilled is what Stop returns when the grace ran out and the group was
+// killed.
+var ErrKilled = errors.New("did not stop within the grace after SIGTERM; killed")
+
 // Process is a running (or exited) child started by [StartProcess]. It is
 // reaped by a goroutine of its own: Done is closed once it has exited and
 // been waited for.
@@ -144,7 +148,7 @@ func (p *Process) Stop(grace time.Duration) error {
 		return p.err
 	case <-time.After(grace):
 		p.Kill()
-		return fmt.Errorf("%s did not stop within %s of SIGTERM; killed", p.name, grace)
+		return fmt.Errorf("%s (grace %s): %w", p.name, grace, ErrKilled)
 	}
 }
 
