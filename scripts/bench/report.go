@@ -108,7 +108,7 @@ func (b *bench) writeReport(table string, ing ingestResults, rel relayResults, l
 		path = filepath.Join(moduleRoot(), "bench-report.md")
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "# Benchmark report\n\nWritten by `make bench` (scripts/bench.sh → scripts/bench, TestBench) on %s; overwritten by each run. Total time %s.\n\n",
+	fmt.Fprintf(&sb, "# Benchmark report\n\nWritten by `make bench` (scripts/bench.sh → scripts/bench) on %s; overwritten by each run. Total time %s.\n\n",
 		time.Now().UTC().Format(time.RFC3339), time.Since(b.start).Round(time.Second))
 	sb.WriteString(table)
 	sb.WriteString("\n## How each figure is taken\n\n")
