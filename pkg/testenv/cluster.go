@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,6 +107,17 @@ func (c *PostgresCluster) Close() error {
 // BinDir is the directory of the PostgreSQL programs the cluster runs
 // (psql is usually there too).
 func (c *PostgresCluster) BinDir() string { return c.bins.dir }
+
+// Alive reports whether the postmaster of postmaster.pid still runs (a
+// supervisor's check: pg_ctl start detaches it from this process).
+func (c *PostgresCluster) Alive() bool {
+	b, err := os.ReadFile(filepath.Join(c.dataDir, "postmaster.pid"))
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	return err == nil && pid > 0 && syscall.Kill(pid, 0) == nil
+}
 
 // LogFile is the server's log (inside Dir).
 func (c *PostgresCluster) LogFile() string { return c.logFile }

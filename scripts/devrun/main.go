@@ -77,16 +77,19 @@ func run() int {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	go func() {
 		for s := range sigs {
-			code := map[os.Signal]int{syscall.SIGINT: 130, syscall.SIGTERM: 143, syscall.SIGHUP: 129}[s]
-			if code == 0 {
+			name, code := map[os.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM", syscall.SIGHUP: "SIGHUP"}[s], 128+int(s.(syscall.Signal))
+			if name == "" {
 				continue // SIGPIPE
 			}
-			cancel(&exitError{code: code, msg: s.String() + " received"})
+			cancel(&exitError{code: code, msg: name + " received"})
 		}
 	}()
 	go watchParent(ctx, cancel)
 
 	err = r.run(ctx)
+	if cause := context.Cause(ctx); err != nil && cause != nil {
+		err = cause // a signal, whatever it interrupted (a build, a wait)
+	}
 	code := 0
 	var ee *exitError
 	switch {

@@ -336,17 +336,25 @@ func (r *runner) wait(ctx context.Context, sentAt time.Time) error {
 			exited <- &child{name: "broker", proc: r.broker.Process()}
 		}()
 	}
-	select {
-	case <-until:
-		r.con.say("RUN_SECONDS=%d elapsed", int(r.cfg.runFor.Seconds()))
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case c := <-exited:
-		if ctx.Err() != nil {
+	pgCheck := time.NewTicker(time.Second)
+	defer pgCheck.Stop()
+	for {
+		select {
+		case <-until:
+			r.con.say("RUN_SECONDS=%d elapsed", int(r.cfg.runFor.Seconds()))
+			return nil
+		case <-ctx.Done():
 			return context.Cause(ctx)
+		case c := <-exited:
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			return fmt.Errorf("%s exited unexpectedly (status %d); log: .dev/run/%s.log", c.name, c.proc.ExitCode(), c.name)
+		case <-pgCheck.C:
+			if r.pg != nil && !r.pg.Alive() {
+				return fmt.Errorf("PostgreSQL stopped unexpectedly; log: .dev/run/postgres.log")
+			}
 		}
-		return fmt.Errorf("%s exited unexpectedly (status %d); log: .dev/run/%s.log", c.name, c.proc.ExitCode(), c.name)
 	}
 }
 
