@@ -89,11 +89,15 @@ type phase struct {
 	run   func(b *bench, deadline time.Time, r *results)
 }
 
-var phases = []phase{
-	{"ingest", 0.30, func(b *bench, d time.Time, r *results) { r.ing = b.ingestPhase(d) }},
-	{"relay", 0.25, func(b *bench, d time.Time, r *results) { r.rel = b.relayPhase(r.ing.dbs, d) }},
-	{"latency", 0.20, func(b *bench, d time.Time, r *results) { r.lat = b.latencyPhase(d) }},
-	{"backlog", 0.25, func(b *bench, d time.Time, r *results) { r.blg = b.backlogPhase(r.ing.dbs, d) }},
+// phases are run in this order; relay and backlog copy the ingest phase's
+// databases.
+func phases() []phase {
+	return []phase{
+		{"ingest", 0.30, func(b *bench, d time.Time, r *results) { r.ing = b.ingestPhase(d) }},
+		{"relay", 0.25, func(b *bench, d time.Time, r *results) { r.rel = b.relayPhase(r.ing.dbs, d) }},
+		{"latency", 0.20, func(b *bench, d time.Time, r *results) { r.lat = b.latencyPhase(d) }},
+		{"backlog", 0.25, func(b *bench, d time.Time, r *results) { r.blg = b.backlogPhase(r.ing.dbs, d) }},
+	}
 }
 
 func main() {
@@ -155,7 +159,7 @@ func (b *bench) run() {
 	// The phases share what is left of the budget.
 	left := b.cfg.budget - setupDone
 	var res results
-	for _, ph := range phases {
+	for _, ph := range phases() {
 		if b.cfg.enabled(ph.name) {
 			ph.run(b, time.Now().Add(time.Duration(ph.share*float64(left))), &res)
 		}
