@@ -46,7 +46,8 @@ bench: build ## throughput and latency benchmarks, settings side by side
 
 .PHONY: run
 run: build ## local PostgreSQL + dev broker + migrations + both binaries + sample traffic
-	exec bash scripts/run.sh
+	$(GO) build -o .dev/bin/ ./scripts/devrun
+	exec .dev/bin/devrun
 
 .PHONY: migrate
 migrate: build ## apply migrations to DATABASE_URL

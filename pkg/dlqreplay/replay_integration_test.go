@@ -6,13 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -214,22 +210,15 @@ func dlqHeaders(category, field string) []testenv.Header {
 	return hs
 }
 
-// buildIngestor builds cmd/ingestor into dir: an ordinary build (no -race,
-// no coverage), as shipped; only the test binary is instrumented.
+// buildIngestor builds cmd/ingestor (testenv.GoBuild: an ordinary build,
+// as shipped; only the test binary is instrumented).
 func buildIngestor(t *testing.T) string {
 	t.Helper()
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		goBin = "go"
-	}
-	bin := filepath.Join(t.TempDir(), "ingestor")
+	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "build", "-o", bin, "github.com/pcp/route-processing/cmd/ingestor")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build cmd/ingestor:\n%s", out)
-	return bin
+	require.NoError(t, testenv.GoBuild(ctx, dir, "github.com/pcp/route-processing/cmd/ingestor"))
+	return filepath.Join(dir, "ingestor")
 }
 
 type stack struct {
@@ -267,16 +256,6 @@ func (s *stack) kafkaEnv() []string {
 	}
 }
 
-func baseEnv() []string {
-	var env []string
-	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG", "TZ"} {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	return env
-}
-
 // run runs the binary to completion and returns its stdout and stderr
 // (together) and exit status.
 func (s *stack) run(t *testing.T, env []string, args ...string) (string, int) {
@@ -284,7 +263,7 @@ func (s *stack) run(t *testing.T, env []string, args ...string) (string, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, s.bin, args...)
-	cmd.Env = append(baseEnv(), env...)
+	cmd.Env = append(testenv.ChildEnv(), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -305,10 +284,8 @@ func (s *stack) replay(t *testing.T, args ...string) (string, int) {
 }
 
 type proc struct {
-	cmd     *exec.Cmd
-	out     *testenv.SyncBuffer
-	exited  chan struct{} // closed once the process has exited
-	waitErr error         // set before exited is closed
+	*testenv.Process
+	out *testenv.SyncBuffer
 }
 
 func (p *proc) log() string { return p.out.String() }
@@ -316,51 +293,29 @@ func (p *proc) log() string { return p.out.String() }
 // stop sends SIGTERM and waits for a clean exit (contract §5: within 30 s).
 func (p *proc) stop(t *testing.T) {
 	t.Helper()
-	select {
-	case <-p.exited:
-		t.Fatalf("ingestor exited early: %v\n%s", p.waitErr, p.log())
-	default:
+	if p.Exited() {
+		t.Fatalf("ingestor exited early: %v\n%s", p.Err(), p.log())
 	}
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-p.exited:
-		require.NoError(t, p.waitErr, p.log())
-	case <-time.After(35 * time.Second):
-		_ = p.cmd.Process.Kill()
-		t.Fatalf("ingestor did not stop within 35s after SIGTERM\n%s", p.log())
-	}
+	require.NoError(t, p.Stop(35*time.Second), p.log())
 }
 
 func (s *stack) startIngestor(t *testing.T, extraEnv ...string) *proc {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testenv.FreeAddr()
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-
-	cmd := exec.Command(s.bin)
-	cmd.Env = append(baseEnv(), s.kafkaEnv()...)
-	cmd.Env = append(cmd.Env,
+	env := append(testenv.ChildEnv(), s.kafkaEnv()...)
+	env = append(env,
 		"DATABASE_URL="+s.dbURLFor(t),
 		"KAFKA_CONSUMER_GROUP="+s.group,
 		"HTTP_ADDR="+addr,
 		"INGEST_BATCH_MAX_WAIT=5ms",
 	)
-	cmd.Env = append(cmd.Env, extraEnv...)
-	p := &proc{cmd: cmd, out: &testenv.SyncBuffer{}, exited: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	require.NoError(t, cmd.Start())
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.exited)
-	}()
+	env = append(env, extraEnv...)
+	p := &proc{out: &testenv.SyncBuffer{}}
+	p.Process, err = testenv.StartProcess(testenv.ProcessSpec{Name: "ingestor", Path: s.bin, Env: env, Output: p.out})
+	require.NoError(t, err)
 	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.exited
-		}
+		p.Kill()
 		if t.Failed() {
 			t.Logf("ingestor log:\n%s", p.log())
 		}

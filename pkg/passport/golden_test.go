@@ -14,7 +14,9 @@ import (
 	"github.com/pcp/route-processing/pkg/passport"
 )
 
-const contractDir = "testdata/contract"
+// contractDir is the one home of the contract's examples (a copy of
+// /work/shared/contract/examples, kept identical).
+const contractDir = "../../testdata/contract"
 
 type expectedOutput struct {
 	Key           string                     `json:"key"`

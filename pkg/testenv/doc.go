@@ -83,6 +83,20 @@
 // that an idempotent producer cannot give up on a batch already in flight to
 // a frozen broker, whatever its context says; it waits for the broker.
 //
+// # Child processes
+//
+// [StartProcess] is the one process helper: a child in a process group of
+// its own (a Ctrl-C reaches it only through its parent's orderly stop),
+// registered with the reaper, with its output sent to a file or a writer,
+// [Process.WaitHTTP] for a /readyz, and [Process.Stop] (SIGTERM to the group,
+// SIGKILL after a grace, always reaped). pkg/e2e's Proc, dlqreplay's
+// integration test, the dev broker, `make run` (scripts/devrun) and `make
+// bench` run their children on it; [GoBuild] builds them.
+//
+// A program (not a test binary) calls [Open] instead of Main and defers the
+// function it returns; [StartPostgresCluster] and [StartBrokerProcess] are
+// NewPostgresCluster and NewBrokerProcess without a testing.TB.
+//
 // # Cleanup when the test binary dies
 //
 // Main's teardown does not run when a test panics (the testing package
