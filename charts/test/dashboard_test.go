@@ -54,7 +54,7 @@ func requireDashboard(t *testing.T, raw []byte) {
 		"route_passport_outbox_publish_duration_seconds_bucket{",
 		"route_passport_outbox_ingest_to_publish_seconds_bucket{",
 		"route_passport_ingest_ready{",
-		"route_passport_outbox_ready{",
+		"route_passport_outbox_relay_ready{",
 	} {
 		require.Contains(t, all, want, "dashboard must plot %s", want)
 	}
