@@ -171,6 +171,17 @@ func TestPrometheusSeesTheService(t *testing.T) {
 	send()
 	time.Sleep(5 * time.Second)
 
+	// Every rule evaluated without error against the real series.
+	rules, err := prom.alertRules()
+	if err != nil {
+		t.Fatalf("promtest: %v", err)
+	}
+	for _, r := range rules {
+		if r.Health != "ok" {
+			t.Errorf("promtest: rule %s health %q: %s", r.Name, r.Health, r.LastError)
+		}
+	}
+
 	// Every dashboard query, over the whole run.
 	queries, nsVar := dashboardQueries(t, sc.Namespace)
 	if !strings.Contains(nsVar, "route_passport_ingest_ready") {
