@@ -262,6 +262,8 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"GracePeriodBelowShutdown", []string{"--set", "ingestor.terminationGracePeriodSeconds=30"}, "terminationGracePeriodSeconds"},
 		{"UnknownKedaTrigger", []string{"--set", "ingestor.keda.trigger=cpu"}, "trigger"},
 		{"RelayKedaMinZero", []string{"--set", "relay.keda.minReplicaCount=0"}, "minReplicaCount"},
+		{"AlertForNotPrometheusDuration", []string{"--set", "prometheusRule.notReadyFor=1.5h"}, "notReadyFor"},
+		{"BloatRatioZero", []string{"--set", "prometheusRule.deadTuplesRatio=0"}, "deadTuplesRatio"},
 		{"MinAboveMax", []string{"--set", "ingestor.autoscaling.minReplicas=9"}, "minReplicas (9) must be <= maxReplicas"},
 	}
 	for _, tc := range cases {
