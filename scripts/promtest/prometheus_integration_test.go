@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -182,8 +183,26 @@ func TestPrometheusSeesTheService(t *testing.T) {
 		}
 	}
 
-	// Every dashboard query, over the whole run.
+	// Every metric a rule or a dashboard query names is exported: a query
+	// half (`a or b`) or an alert on a name nobody exports is never true.
+	var names []string
+	if err := prom.api("/api/v1/label/__name__/values", nil, &names); err != nil {
+		t.Fatalf("promtest: %v", err)
+	}
 	queries, nsVar := dashboardQueries(t, sc.Namespace)
+	var texts []string
+	for _, r := range rules {
+		texts = append(texts, "rule "+r.Name+": "+r.Query)
+	}
+	for _, q := range queries {
+		texts = append(texts, q.String())
+	}
+	if missing := unexportedMetrics(names, texts); len(missing) > 0 {
+		t.Errorf("promtest: metrics named by rules or dashboard queries that neither binary exported during the run:\n  %s",
+			strings.Join(missing, "\n  "))
+	}
+
+	// Every dashboard query, over the whole run.
 	if !strings.Contains(nsVar, "route_passport_ingest_ready") {
 		t.Errorf("promtest: the namespace variable's query changed (%q): update this test", nsVar)
 	}
@@ -229,6 +248,27 @@ func invalidExamples(t *testing.T) []testenv.Record {
 		recs = append(recs, testenv.Record{Value: v})
 	}
 	return recs
+}
+
+var metricName = regexp.MustCompile(`\broute_passport_\w+`)
+
+// unexportedMetrics returns, for each text naming a service metric that is not
+// in names, "metric (text)".
+func unexportedMetrics(names, texts []string) []string {
+	have := map[string]bool{}
+	for _, n := range names {
+		have[n] = true
+	}
+	var out []string
+	for _, txt := range texts {
+		for _, m := range metricName.FindAllString(txt, -1) {
+			if !have[m] {
+				out = append(out, m+" ("+txt+")")
+			}
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
 }
 
 func number(s series) float64 {
