@@ -66,7 +66,7 @@ type prometheus struct {
 	client *http.Client
 }
 
-// forOverride shortens every alert's `for` so that /api/v1/alerts shows the
+// forLine finds every alert's `for`, which startPrometheus shortens to 2s so that /api/v1/alerts shows the
 // outage alert firing within seconds; the expressions are the chart's, as
 // rendered.
 var forLine = regexp.MustCompile(`(?m)^(\s+for: ).*$`)
