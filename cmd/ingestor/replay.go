@@ -83,7 +83,7 @@ func runDLQReplay(ctx context.Context, args, environ []string, stdout, stderr io
 			return err
 		}
 		defer p.Close(10 * time.Second)
-		producer = p
+		producer = kafkax.RecordProducer{Producer: p}
 	}
 
 	rp, err := dlqreplay.New(logger, reader, producer, stdout, rcfg)

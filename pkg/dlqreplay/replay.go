@@ -10,7 +10,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/pcp/route-processing/pkg/dlq"
 	"github.com/pcp/route-processing/pkg/kafkax"
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 // Reader reads a topic without a consumer group. *kafkax.Reader implements it.
@@ -25,16 +27,16 @@ type Reader interface {
 	// ReadRanges calls fn for every record in the ranges, in offset order
 	// within a partition, and returns when all are read or fn fails (with
 	// fn's error).
-	ReadRanges(ctx context.Context, topic string, ranges []kafkax.PartitionRange, fn func(kafkax.ReadRecord) error) error
+	ReadRanges(ctx context.Context, topic string, ranges []kafkax.PartitionRange, fn func(record.Record) error) error
 }
 
 // Producer sends records and waits for their delivery. *kafkax.Producer
 // implements it.
 type Producer interface {
-	// ProduceBatch sends every message and waits for every delivery
-	// report; the i-th error is nil when msgs[i] was acknowledged by all
+	// ProduceBatch sends every record and waits for every delivery
+	// report; the i-th error is nil when recs[i] was acknowledged by all
 	// in-sync replicas.
-	ProduceBatch(ctx context.Context, msgs []kafkax.Message) []error
+	ProduceBatch(ctx context.Context, recs []record.Record) []error
 }
 
 // Config configures a replay.
@@ -116,8 +118,8 @@ func New(logger *slog.Logger, reader Reader, producer Producer, out io.Writer, c
 }
 
 type selected struct {
-	rec  kafkax.ReadRecord
-	info Info
+	rec  record.Record
+	info dlq.Info
 }
 
 // Run reads the DLQ up to the high watermarks it captures first, and sends
@@ -138,16 +140,16 @@ func (r *Replayer) Run(ctx context.Context) (Result, error) {
 		if len(batch) == 0 {
 			return nil
 		}
-		msgs := make([]kafkax.Message, len(batch))
+		recs := make([]record.Record, len(batch))
 		for i, s := range batch {
-			msgs[i] = kafkax.Message{
+			recs[i] = record.Record{
 				Topic:   r.cfg.Topic,
 				Key:     s.rec.Key,
 				Value:   s.rec.Value,
-				Headers: StripDLQHeaders(s.rec.Headers),
+				Headers: dlq.Strip(s.rec.Headers),
 			}
 		}
-		errs := r.producer.ProduceBatch(ctx, msgs)
+		errs := r.producer.ProduceBatch(ctx, recs)
 		failed := 0
 		for i, s := range batch {
 			if errs[i] != nil {
@@ -162,14 +164,14 @@ func (r *Replayer) Run(ctx context.Context) (Result, error) {
 		res.Failed += failed
 		batch = batch[:0]
 		if failed > 0 {
-			return fmt.Errorf("%d of %d records of a batch to %s: %w", failed, len(msgs), r.cfg.Topic, ErrDeliveryFailed)
+			return fmt.Errorf("%d of %d records of a batch to %s: %w", failed, len(recs), r.cfg.Topic, ErrDeliveryFailed)
 		}
 		return nil
 	}
 
-	err = r.reader.ReadRanges(ctx, r.cfg.DLQTopic, ranges, func(rec kafkax.ReadRecord) error {
+	err = r.reader.ReadRanges(ctx, r.cfg.DLQTopic, ranges, func(rec record.Record) error {
 		res.Scanned++
-		info := DecodeInfo(rec.Headers)
+		info := dlq.Decode(rec.Headers)
 		if !r.cfg.Filter.Match(rec, info) {
 			res.Skipped++
 			return nil
@@ -231,7 +233,7 @@ func (r *Replayer) plan(ctx context.Context) ([]kafkax.PartitionRange, error) {
 }
 
 // describe is one record's line: identifiers and sizes, never the value.
-func describe(rec kafkax.ReadRecord, info Info) string {
+func describe(rec record.Record, info dlq.Info) string {
 	b := make([]byte, 0, 256)
 	b = fmt.Appendf(b, "dlq_partition=%d dlq_offset=%d", rec.Partition, rec.Offset)
 	if !rec.Timestamp.IsZero() {
@@ -243,7 +245,7 @@ func describe(rec kafkax.ReadRecord, info Info) string {
 		b = fmt.Appendf(b, " original_time=%s", info.OriginalTimestamp.Format(time.RFC3339Nano))
 	}
 	b = fmt.Appendf(b, " category=%s field=%s exception=%s key=%s value_bytes=%d",
-		strconv.Quote(info.Category), strconv.Quote(info.Field), quoteTrunc([]byte(info.ExceptionMessage), 500), keyText(rec.Key), len(rec.Value))
+		strconv.Quote(string(info.Category)), strconv.Quote(info.Field), quoteTrunc([]byte(info.ExceptionMessage), 500), keyText(rec.Key), len(rec.Value))
 	return string(b)
 }
 
