@@ -114,7 +114,7 @@ func New(logger *slog.Logger, reader Reader, producer Producer, out io.Writer, c
 	if producer == nil && !cfg.DryRun {
 		return nil, errors.New("dlq-replay: no producer for a run that is not a dry run")
 	}
-	return &Replayer{logger: logger, reader: reader, producer: producer, out: out, cfg: cfg}, nil
+	return &Replayer{logger: logger.With("component", "dlq-replay"), reader: reader, producer: producer, out: out, cfg: cfg}, nil
 }
 
 type selected struct {
@@ -155,7 +155,7 @@ func (r *Replayer) Run(ctx context.Context) (Result, error) {
 			if errs[i] != nil {
 				failed++
 				fmt.Fprintf(r.out, "failed %s err=%q\n", describe(s.rec, s.info), errs[i].Error())
-				r.logger.ErrorContext(ctx, "dlq-replay: delivery failed", "dlq_partition", s.rec.Partition, "dlq_offset", s.rec.Offset, "err", errs[i])
+				r.logger.ErrorContext(ctx, "delivery failed", "dlq_partition", s.rec.Partition, "dlq_offset", s.rec.Offset, "err", errs[i])
 				continue
 			}
 			fmt.Fprintf(r.out, "replayed %s\n", describe(s.rec, s.info))
@@ -192,7 +192,7 @@ func (r *Replayer) Run(ctx context.Context) (Result, error) {
 	}
 	if err != nil {
 		if unsent := res.Selected - res.Replayed - res.Failed; unsent > 0 && !r.cfg.DryRun {
-			r.logger.ErrorContext(ctx, "dlq-replay: stopped early; selected records were not sent", "unsent", unsent)
+			r.logger.ErrorContext(ctx, "stopped early; selected records were not sent", "unsent", unsent)
 		}
 		return res, fmt.Errorf("dlq-replay %s -> %s: %w", r.cfg.DLQTopic, r.cfg.Topic, err)
 	}
@@ -225,7 +225,7 @@ func (r *Replayer) plan(ctx context.Context) ([]kafkax.PartitionRange, error) {
 			}
 		}
 		rg := f.offsetRange(p, low, high, sinceOffset, sinceFound)
-		r.logger.InfoContext(ctx, "dlq-replay: reading", "topic", r.cfg.DLQTopic, "partition", p,
+		r.logger.InfoContext(ctx, "reading", "topic", r.cfg.DLQTopic, "partition", p,
 			"from_offset", rg.Start, "end_offset", rg.End, "low_watermark", low, "high_watermark", high)
 		ranges = append(ranges, rg)
 	}
