@@ -31,7 +31,7 @@ func (s *Passports) Ping(ctx context.Context) error {
 	return s.pool.Ping(ctx)
 }
 
-// Write writes accepted in one transaction; see [PassportTx.Write].
+// Write writes accepted in one transaction; see passportTx.Write.
 func (s *Passports) Write(ctx context.Context, accepted []passport.Accepted) error {
 	tx, err := s.Begin(ctx)
 	if err != nil {
@@ -45,7 +45,7 @@ func (s *Passports) Write(ctx context.Context, accepted []passport.Accepted) err
 }
 
 // WriteTx is one ingest transaction, as [Passports.Begin] returns it.
-// Begin returns this interface rather than *PassportTx so that the writer
+// Begin returns this interface rather than *passportTx so that the writer
 // satisfies the ingestor's Store interface as it is, and the ingestor's
 // tests can fake a transaction.
 type WriteTx interface {
@@ -64,17 +64,17 @@ func (s *Passports) Begin(ctx context.Context) (WriteTx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("begin ingest transaction: %w", err)
 	}
-	return &PassportTx{tx: tx, maxAttempts: s.maxAttempts}, nil
+	return &passportTx{tx: tx, maxAttempts: s.maxAttempts}, nil
 }
 
-// PassportTx is one ingest transaction.
-type PassportTx struct {
+// passportTx is one ingest transaction.
+type passportTx struct {
 	tx          pgx.Tx
 	maxAttempts int
 }
 
 // Commit commits the transaction.
-func (t *PassportTx) Commit(ctx context.Context) error {
+func (t *passportTx) Commit(ctx context.Context) error {
 	if err := t.tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit ingest transaction: %w", err)
 	}
@@ -82,7 +82,7 @@ func (t *PassportTx) Commit(ctx context.Context) error {
 }
 
 // Rollback abandons the transaction; it is safe to call after Commit.
-func (t *PassportTx) Rollback(ctx context.Context) error {
+func (t *passportTx) Rollback(ctx context.Context) error {
 	err := t.tx.Rollback(ctx)
 	if err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 		return fmt.Errorf("rollback ingest transaction: %w", err)
@@ -107,7 +107,7 @@ func (t *PassportTx) Rollback(ctx context.Context) error {
 // transactions, so a later write of a route may run in a transaction that
 // started before the one that inserted it, and now() (the transaction
 // start) would then put updated_at before created_at.
-func (t *PassportTx) Write(ctx context.Context, accepted []passport.Accepted) error {
+func (t *passportTx) Write(ctx context.Context, accepted []passport.Accepted) error {
 	if len(accepted) == 0 {
 		return nil
 	}
