@@ -3,7 +3,6 @@ package dlqreplay_test
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -20,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/dlq"
+	"github.com/pcp/route-processing/pkg/record"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
 
@@ -195,20 +195,17 @@ func bigPassport(t *testing.T, id string) []byte {
 	return []byte(v)
 }
 
-// dlqHeaders are the headers the ingestor adds to a dead-lettered record.
+// dlqHeaders are the headers the ingestor adds to a dead-lettered record
+// (dlq.Letter, the one writer of them).
 func dlqHeaders(category dlq.Category, field string) []testenv.Header {
-	hs := []testenv.Header{
-		{Key: dlq.HeaderOriginalTopic, Value: []byte("pcp.request.survey-georeference.v1")},
-		{Key: dlq.HeaderOriginalPartition, Value: binary.BigEndian.AppendUint32(nil, 3)},
-		{Key: dlq.HeaderOriginalOffset, Value: binary.BigEndian.AppendUint64(nil, 1234)},
-		{Key: dlq.HeaderOriginalTimestamp, Value: binary.BigEndian.AppendUint64(nil, 1777371300000)},
-		{Key: dlq.HeaderOriginalTimestampType, Value: []byte("CreateTime")},
-		{Key: dlq.HeaderExceptionFQCN, Value: []byte("ContractError")},
-		{Key: dlq.HeaderExceptionMessage, Value: []byte("data.geometry: ring not closed")},
-		{Key: dlq.HeaderErrorCategory, Value: []byte(category)},
+	orig := record.Record{
+		Topic: "pcp.request.survey-georeference.v1", Partition: 3, Offset: 1234,
+		Timestamp: time.UnixMilli(1777371300000), TimestampType: record.TimestampCreateTime,
 	}
-	if field != "" {
-		hs = append(hs, testenv.Header{Key: dlq.HeaderErrorField, Value: []byte(field)})
+	why := dlq.Reason{FQCN: dlq.FQCNContractViolation, Message: "data.geometry: ring not closed", Category: category, Field: field}
+	var hs []testenv.Header
+	for _, h := range dlq.Letter("", orig, "pcp-route-processing-service", why).Headers {
+		hs = append(hs, testenv.Header{Key: h.Key, Value: h.Value})
 	}
 	return hs
 }
