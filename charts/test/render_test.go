@@ -359,7 +359,7 @@ func TestDefaultRender(t *testing.T) {
 	t.Run("ComponentSettings", func(t *testing.T) {
 		ing := envByName(r.deployments[ingestorName].Spec.Template.Spec.Containers[0])
 		require.Equal(t, "500", ing["INGEST_BATCH_SIZE"].Value)
-		require.Equal(t, "20ms", ing["INGEST_BATCH_MAX_WAIT"].Value)
+		require.Equal(t, "0s", ing["INGEST_BATCH_MAX_WAIT"].Value)
 		rel := envByName(r.deployments[relayName].Spec.Template.Spec.Containers[0])
 		require.Equal(t, "500", rel["OUTBOX_BATCH_SIZE"].Value)
 		require.Equal(t, "1s", rel["OUTBOX_POLL_INTERVAL"].Value)
