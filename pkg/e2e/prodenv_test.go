@@ -249,6 +249,29 @@ func (m *monitor) moving(published bool, from time.Time) time.Duration {
 	return -1
 }
 
+// grew is how much the count (rows or published) grew between from and to,
+// as sampled: during a blackhole it must be 0, or the fault did not hold.
+func (m *monitor) grew(published bool, from, to time.Time) int {
+	first, last := -1, -1
+	for _, p := range m.series("counts") {
+		if !p.ok || p.at.Before(from) || !p.at.Before(to) {
+			continue
+		}
+		v := p.rows
+		if published {
+			v = p.pubished
+		}
+		if first < 0 {
+			first = v
+		}
+		last = v
+	}
+	if first < 0 {
+		return 0
+	}
+	return last - first
+}
+
 // secs formats a measured delay (-1 reads "never").
 func secs(d time.Duration) string {
 	if d < 0 {
