@@ -55,7 +55,15 @@ func NewPgBouncer(t testing.TB, c *PostgresCluster, opts PgBouncerOptions) *PgBo
 		bin = "/usr/sbin/pgbouncer"
 	}
 	start := time.Now()
-	b := &PgBouncer{dir: t.TempDir()}
+	// Not t.TempDir: as root, PgBouncer runs as postgres, which cannot
+	// enter the test's 0700 temporary directory.
+	dir, err := os.MkdirTemp("", "testenv-pgbouncer-")
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	unreapDir := reapOnCrash(reapStep{RemoveAll: dir})
+	t.Cleanup(func() { _ = os.RemoveAll(dir); unreapDir() })
+	b := &PgBouncer{dir: dir}
 	b.logFile = filepath.Join(b.dir, "pgbouncer.log")
 	if b.port, err = freePort(); err != nil {
 		t.Fatalf("testenv: %v", err)
@@ -93,6 +101,9 @@ log_disconnections = 0
 	}
 	b.cmd = exec.Command(bin, conf)
 	b.cmd.Dir = b.dir
+	if err := os.Chmod(b.dir, 0o755); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if os.Geteuid() == 0 {
 		// PgBouncer refuses to run as root; run it as the user the
