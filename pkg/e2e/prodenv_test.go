@@ -284,7 +284,7 @@ func secs(d time.Duration) string {
 type logLine struct {
 	Level string `json:"level"`
 	Msg   string `json:"msg"`
-	Err   string `json:"error"`
+	Err   string `json:"err"`
 	size  int
 }
 
@@ -310,12 +310,13 @@ func logLines(p *Proc) []logLine {
 }
 
 // repeatedProblems returns the WARN/ERROR messages logged more than limit
-// times ("msg ×count"), and the size of the longest log line.
+// times ("msg ×count"), and the size of the longest log line. Dead-letter
+// lines are not problems: invalid input is expected, one line each.
 func repeatedProblems(p *Proc, limit int) (repeated []string, longest int) {
 	counts := map[string]int{}
 	for _, l := range logLines(p) {
 		longest = max(longest, l.size)
-		if l.Level == "WARN" || l.Level == "ERROR" {
+		if (l.Level == "WARN" || l.Level == "ERROR") && !strings.Contains(l.Msg, "dead-lettered") {
 			counts[l.Msg]++
 		}
 	}
