@@ -160,3 +160,19 @@ func TestProxiedKafka(t *testing.T) {
 	k.Proxy.Heal(t, "blackhole")
 	testenv.Produce(t, k.Addr(), topic, testenv.Record{Value: []byte("d")})
 }
+
+// TestQueryExecModeURL: with TESTENV_QUERY_EXEC_MODE set, test databases
+// come with that mode, and a query with a uuid array parameter shows what
+// the mode changes.
+func TestQueryExecModeURL(t *testing.T) {
+	t.Setenv(testenv.EnvQueryExecMode, "simple_protocol")
+	u := testenv.DatabaseURL(t)
+	require.Contains(t, u, "default_query_exec_mode=simple_protocol")
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, u)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var n int
+	require.NoError(t, conn.QueryRow(ctx, "select cardinality($1::text[])", []string{"a", "b"}).Scan(&n))
+	require.Equal(t, 2, n)
+}
