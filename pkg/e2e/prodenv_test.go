@@ -220,14 +220,29 @@ func (m *monitor) readyAgain(which string, from time.Time) time.Duration {
 	return at
 }
 
+// inFlight bounds what can land right after a fault ends without the
+// service having recovered: the ingestor's batch being retried (one
+// INGEST_BATCH_SIZE, 500 rows) and the relay's claimed batches whose marks
+// are being retried (OUTBOX_WORKERS × OUTBOX_BATCH_SIZE, 1,000 rows). Growth
+// beyond that is new work.
+const (
+	rowsInFlight      = 500
+	publishedInFlight = relayWorkers * relayBatch
+)
+
 // moving is how long after from the count (rows or published) first grew
-// beyond its value at from (-1: never).
+// by more than what was in flight at from (-1: never): the moment the
+// service moves new data again.
 func (m *monitor) moving(published bool, from time.Time) time.Duration {
 	val := func(p point) int {
 		if published {
 			return p.pubished
 		}
 		return p.rows
+	}
+	beyond := rowsInFlight
+	if published {
+		beyond = publishedInFlight
 	}
 	base := -1
 	for _, p := range m.series("counts") {
@@ -242,7 +257,7 @@ func (m *monitor) moving(published bool, from time.Time) time.Duration {
 			base = val(p)
 			continue
 		}
-		if val(p) > base {
+		if val(p) > base+beyond {
 			return p.at.Sub(from)
 		}
 	}
