@@ -234,15 +234,22 @@ const (
 // by more than what was in flight at from (-1: never): the moment the
 // service moves new data again.
 func (m *monitor) moving(published bool, from time.Time) time.Duration {
+	beyond := rowsInFlight
+	if published {
+		beyond = publishedInFlight
+	}
+	return m.movingBeyond(published, from, beyond)
+}
+
+// movingBeyond is moving with the in-flight allowance given: 0 where the
+// fault held the input too (a broker freeze), so that whatever lands first
+// is the recovery and no backlog exists to cross a larger threshold.
+func (m *monitor) movingBeyond(published bool, from time.Time, beyond int) time.Duration {
 	val := func(p point) int {
 		if published {
 			return p.pubished
 		}
 		return p.rows
-	}
-	beyond := rowsInFlight
-	if published {
-		beyond = publishedInFlight
 	}
 	base := -1
 	for _, p := range m.series("counts") {
