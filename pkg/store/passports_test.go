@@ -14,6 +14,7 @@ import (
 	"github.com/pcp/route-processing/pkg/passport"
 	"github.com/pcp/route-processing/pkg/record"
 	"github.com/pcp/route-processing/pkg/store"
+	"github.com/pcp/route-processing/pkg/testenv"
 )
 
 var events = passport.EventConfig{TopicProcessedRoute: "proc", TopicRouteGeoreference: "geo", MessageKey: "traceId"}
@@ -43,7 +44,7 @@ func TestPassportsWrite(t *testing.T) {
 
 	t.Run("SameRouteTwiceInOneWrite", func(t *testing.T) {
 		t.Parallel()
-		pool := storePool(t)
+		pool := testenv.Pool(t)
 		s := store.NewPassports(pool, 7)
 		id := uuid.NewString()
 		tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -84,7 +85,7 @@ func TestPassportsWrite(t *testing.T) {
 
 	t.Run("NulRejectedAsRecord", func(t *testing.T) {
 		t.Parallel()
-		pool := storePool(t)
+		pool := testenv.Pool(t)
 		s := store.NewPassports(pool, 7)
 		rec := passportRecord(t, uuid.NewString(), "nul", "t", 1)
 		rec.Source.Value = []byte(strings.Replace(string(rec.Source.Value), `"source":"survey-planner"`, `"source":"a\u0000b"`, 1))
@@ -99,7 +100,7 @@ func TestPassportsWrite(t *testing.T) {
 func TestPassportsUpdatedAtAfterInsertOfLaterTransaction(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := storePool(t)
+	pool := testenv.Pool(t)
 	s := store.NewPassports(pool, 3)
 	id := uuid.NewString()
 

@@ -310,3 +310,20 @@ func (c *PostgresCluster) logTail() string {
 	}
 	return string(b)
 }
+
+// Addr is the cluster's TCP address, "127.0.0.1:port" (e.g. the upstream of
+// a [FaultProxy]).
+func (c *PostgresCluster) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)) }
+
+// URLAt is [PostgresCluster.URL] for dbname at another address that leads
+// to this cluster (a [FaultProxy]).
+func (c *PostgresCluster) URLAt(addr, dbname string) string {
+	u := url.URL{
+		Scheme:   "postgres",
+		User:     url.User("postgres"),
+		Host:     addr,
+		Path:     "/" + dbname,
+		RawQuery: "sslmode=disable",
+	}
+	return u.String()
+}
