@@ -17,6 +17,10 @@ help: ## list the targets
 build: ## build bin/ingestor and bin/outbox-relay
 	$(GO) build -o $(BIN)/ ./cmd/ingestor ./cmd/outbox-relay
 
+.PHONY: image
+image: ## container image without Docker (buildah, static musl binaries, FROM scratch) as an OCI archive under bin/
+	@bash scripts/image.sh build
+
 .PHONY: test
 test: ## every unit and integration test (real PostgreSQL and broker) with -race, and the resilience suite
 	@TEST_FLAGS="$(TEST_FLAGS)" bash scripts/test.sh
@@ -26,10 +30,11 @@ test/short: ## unit tests only (no infrastructure)
 	$(GO) test -short -count=1 $(PKGS)
 
 .PHONY: lint
-lint: ## go vet, gofmt, and the Helm chart checks (helm lint/template, kubeconform -strict, rendered-output tests)
+lint: ## go vet, gofmt, the Helm chart checks (helm lint/template, kubeconform -strict, rendered-output tests), asyncapi validate docs/asyncapi.yaml
 	$(GO) vet $(PKGS)
 	@unformatted=$$(gofmt -l cmd pkg db scripts); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	bash scripts/chart-check.sh
+	bash scripts/asyncapi/validate.sh
 
 .PHONY: fuzz
 fuzz: ## fuzz the passport parser for FUZZTIME (default 2m)
@@ -41,7 +46,8 @@ bench: build ## throughput and latency benchmarks, settings side by side
 
 .PHONY: run
 run: build ## local PostgreSQL + dev broker + migrations + both binaries + sample traffic
-	exec bash scripts/run.sh
+	$(GO) build -o .dev/bin/ ./scripts/devrun
+	exec .dev/bin/devrun
 
 .PHONY: migrate
 migrate: build ## apply migrations to DATABASE_URL
@@ -50,4 +56,4 @@ migrate: build ## apply migrations to DATABASE_URL
 
 .PHONY: clean
 clean: ## remove build output and the local dev data
-	rm -rf $(BIN) .dev
+	rm -rf $(BIN) .dev .cache/image

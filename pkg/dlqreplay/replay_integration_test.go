@@ -3,24 +3,19 @@ package dlqreplay_test
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pcp/route-processing/pkg/dlqreplay"
-	"github.com/pcp/route-processing/pkg/ingest"
+	"github.com/pcp/route-processing/pkg/dlq"
+	"github.com/pcp/route-processing/pkg/record"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
 
@@ -46,11 +41,11 @@ func TestReplayIntegration(t *testing.T) {
 			Value:   value,
 			Headers: []testenv.Header{{Key: "traceparent", Value: []byte(traceparent)}},
 		})
-		dlq := testenv.Consume(t, s.bootstrap, s.dlq, 1, 90*time.Second)
-		require.Len(t, dlq, 1)
-		cat, _ := dlq[0].Header(ingest.HeaderErrorCategory)
-		require.Equal(t, dlqreplay.CategoryContract, cat, "dead-lettered as a contract error")
-		require.Equal(t, value, dlq[0].Value)
+		dead := testenv.Consume(t, s.bootstrap, s.dlq, 1, 90*time.Second)
+		require.Len(t, dead, 1)
+		cat, _ := dead[0].Header(dlq.HeaderErrorCategory)
+		require.Equal(t, string(dlq.CategoryContract), cat, "dead-lettered as a contract error")
+		require.Equal(t, value, dead[0].Value)
 		ing.stop(t)
 		n, err := s.passportCount(routeID)
 		require.NoError(t, err)
@@ -60,7 +55,7 @@ func TestReplayIntegration(t *testing.T) {
 		testenv.Produce(t, s.bootstrap, s.dlq, testenv.Record{
 			Key:     []byte("other"),
 			Value:   []byte(`{"not":"replayed"}`),
-			Headers: dlqHeaders(dlqreplay.CategoryRetryable, "data"),
+			Headers: dlqHeaders(dlq.CategoryRetryable, "data"),
 		})
 
 		// 2. The limit back at its default.
@@ -96,9 +91,9 @@ func TestReplayIntegration(t *testing.T) {
 		t.Parallel()
 		s := newStack(t, bin, 1)
 		testenv.Produce(t, s.bootstrap, s.dlq,
-			testenv.Record{Key: []byte("k1"), Value: []byte(`{"secret":"VALUE-ONE"}`), Headers: dlqHeaders(dlqreplay.CategoryContract, "data.geometry")},
-			testenv.Record{Key: nil, Value: []byte(`{"secret":"VALUE-TWO"}`), Headers: dlqHeaders(dlqreplay.CategoryContract, "data.id")},
-			testenv.Record{Key: []byte("k3"), Value: []byte(`{}`), Headers: dlqHeaders(dlqreplay.CategoryFatal, "")},
+			testenv.Record{Key: []byte("k1"), Value: []byte(`{"secret":"VALUE-ONE"}`), Headers: dlqHeaders(dlq.CategoryContract, "data.geometry")},
+			testenv.Record{Key: nil, Value: []byte(`{"secret":"VALUE-TWO"}`), Headers: dlqHeaders(dlq.CategoryContract, "data.id")},
+			testenv.Record{Key: []byte("k3"), Value: []byte(`{}`), Headers: dlqHeaders(dlq.CategoryFatal, "")},
 		)
 		out, code := s.replay(t, "--dry-run", "--category", "CONTRACT")
 		require.Equal(t, 0, code, out)
@@ -132,7 +127,7 @@ func TestReplayIntegration(t *testing.T) {
 				recs[i] = testenv.Record{
 					Key:     []byte(fmt.Sprintf("p%d-%d", p, i)),
 					Value:   []byte(fmt.Sprintf(`{"n":%d}`, i)),
-					Headers: append([]testenv.Header{{Key: "keep", Value: []byte{byte(i)}}}, dlqHeaders(dlqreplay.CategoryContract, field)...),
+					Headers: append([]testenv.Header{{Key: "keep", Value: []byte{byte(i)}}}, dlqHeaders(dlq.CategoryContract, field)...),
 				}
 			}
 			testenv.ProducePartition(t, s.bootstrap, s.dlq, p, recs...)
@@ -196,40 +191,30 @@ func bigPassport(t *testing.T, id string) []byte {
 	return []byte(v)
 }
 
-// dlqHeaders are the headers the ingestor adds to a dead-lettered record.
-func dlqHeaders(category, field string) []testenv.Header {
-	hs := []testenv.Header{
-		{Key: ingest.HeaderOriginalTopic, Value: []byte("pcp.request.survey-georeference.v1")},
-		{Key: ingest.HeaderOriginalPartition, Value: binary.BigEndian.AppendUint32(nil, 3)},
-		{Key: ingest.HeaderOriginalOffset, Value: binary.BigEndian.AppendUint64(nil, 1234)},
-		{Key: ingest.HeaderOriginalTimestamp, Value: binary.BigEndian.AppendUint64(nil, 1777371300000)},
-		{Key: ingest.HeaderOriginalTimestampType, Value: []byte("CreateTime")},
-		{Key: ingest.HeaderExceptionFQCN, Value: []byte("ContractError")},
-		{Key: ingest.HeaderExceptionMessage, Value: []byte("data.geometry: ring not closed")},
-		{Key: ingest.HeaderErrorCategory, Value: []byte(category)},
+// dlqHeaders are the headers the ingestor adds to a dead-lettered record
+// (dlq.Letter, the one writer of them).
+func dlqHeaders(category dlq.Category, field string) []testenv.Header {
+	orig := record.Record{
+		Topic: "pcp.request.survey-georeference.v1", Partition: 3, Offset: 1234,
+		Timestamp: time.UnixMilli(1777371300000), TimestampType: record.TimestampCreateTime,
 	}
-	if field != "" {
-		hs = append(hs, testenv.Header{Key: ingest.HeaderErrorField, Value: []byte(field)})
+	why := dlq.Reason{FQCN: dlq.FQCNContractViolation, Message: "data.geometry: ring not closed", Category: category, Field: field}
+	var hs []testenv.Header
+	for _, h := range dlq.Letter("", orig, "pcp-route-processing-service", why).Headers {
+		hs = append(hs, testenv.Header{Key: h.Key, Value: h.Value})
 	}
 	return hs
 }
 
-// buildIngestor builds cmd/ingestor into dir: an ordinary build (no -race,
-// no coverage), as shipped; only the test binary is instrumented.
+// buildIngestor builds cmd/ingestor (testenv.GoBuild: an ordinary build,
+// as shipped; only the test binary is instrumented).
 func buildIngestor(t *testing.T) string {
 	t.Helper()
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		goBin = "go"
-	}
-	bin := filepath.Join(t.TempDir(), "ingestor")
+	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "build", "-o", bin, "github.com/pcp/route-processing/cmd/ingestor")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build cmd/ingestor:\n%s", out)
-	return bin
+	require.NoError(t, testenv.GoBuild(ctx, dir, "github.com/pcp/route-processing/cmd/ingestor"))
+	return filepath.Join(dir, "ingestor")
 }
 
 type stack struct {
@@ -267,16 +252,6 @@ func (s *stack) kafkaEnv() []string {
 	}
 }
 
-func baseEnv() []string {
-	var env []string
-	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG", "TZ"} {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	return env
-}
-
 // run runs the binary to completion and returns its stdout and stderr
 // (together) and exit status.
 func (s *stack) run(t *testing.T, env []string, args ...string) (string, int) {
@@ -284,7 +259,7 @@ func (s *stack) run(t *testing.T, env []string, args ...string) (string, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, s.bin, args...)
-	cmd.Env = append(baseEnv(), env...)
+	cmd.Env = append(testenv.ChildEnv(), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -305,10 +280,8 @@ func (s *stack) replay(t *testing.T, args ...string) (string, int) {
 }
 
 type proc struct {
-	cmd     *exec.Cmd
-	out     *testenv.SyncBuffer
-	exited  chan struct{} // closed once the process has exited
-	waitErr error         // set before exited is closed
+	*testenv.Process
+	out *testenv.SyncBuffer
 }
 
 func (p *proc) log() string { return p.out.String() }
@@ -316,51 +289,29 @@ func (p *proc) log() string { return p.out.String() }
 // stop sends SIGTERM and waits for a clean exit (contract §5: within 30 s).
 func (p *proc) stop(t *testing.T) {
 	t.Helper()
-	select {
-	case <-p.exited:
-		t.Fatalf("ingestor exited early: %v\n%s", p.waitErr, p.log())
-	default:
+	if p.Exited() {
+		t.Fatalf("ingestor exited early: %v\n%s", p.Err(), p.log())
 	}
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-p.exited:
-		require.NoError(t, p.waitErr, p.log())
-	case <-time.After(35 * time.Second):
-		_ = p.cmd.Process.Kill()
-		t.Fatalf("ingestor did not stop within 35s after SIGTERM\n%s", p.log())
-	}
+	require.NoError(t, p.Stop(35*time.Second), p.log())
 }
 
 func (s *stack) startIngestor(t *testing.T, extraEnv ...string) *proc {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testenv.FreeAddr()
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-
-	cmd := exec.Command(s.bin)
-	cmd.Env = append(baseEnv(), s.kafkaEnv()...)
-	cmd.Env = append(cmd.Env,
+	env := append(testenv.ChildEnv(), s.kafkaEnv()...)
+	env = append(env,
 		"DATABASE_URL="+s.dbURLFor(t),
 		"KAFKA_CONSUMER_GROUP="+s.group,
 		"HTTP_ADDR="+addr,
 		"INGEST_BATCH_MAX_WAIT=5ms",
 	)
-	cmd.Env = append(cmd.Env, extraEnv...)
-	p := &proc{cmd: cmd, out: &testenv.SyncBuffer{}, exited: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	require.NoError(t, cmd.Start())
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.exited)
-	}()
+	env = append(env, extraEnv...)
+	p := &proc{out: &testenv.SyncBuffer{}}
+	p.Process, err = testenv.StartProcess(testenv.ProcessSpec{Name: "ingestor", Path: s.bin, Env: env, Output: p.out})
+	require.NoError(t, err)
 	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.exited
-		}
+		p.Kill()
 		if t.Failed() {
 			t.Logf("ingestor log:\n%s", p.log())
 		}

@@ -6,23 +6,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pcp/route-processing/pkg/passportgen"
+	"github.com/pcp/route-processing/pkg/testenv"
 )
 
 // Binaries are the service's two programs, built for this test binary.
@@ -30,28 +27,18 @@ type Binaries struct {
 	Ingestor, Relay string
 }
 
-// BuildBinaries builds cmd/ingestor and cmd/outbox-relay into dir. They are
-// ordinary builds (no -race, no coverage): the children must behave like the
-// shipped programs, and only the test binary is instrumented. The Go build
-// cache makes a rebuild cheap.
+// BuildBinaries builds cmd/ingestor and cmd/outbox-relay into dir
+// (testenv.GoBuild: ordinary builds, as shipped; only the test binary is
+// instrumented).
 func BuildBinaries(t testing.TB, dir string) Binaries {
 	t.Helper()
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		if goBin, err = exec.LookPath("go"); err != nil {
-			t.Fatalf("e2e: no go command to build the Binaries: %v", err)
-		}
-	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "build", "-o", dir+string(filepath.Separator),
+	if err := testenv.GoBuild(ctx, dir,
 		"github.com/pcp/route-processing/cmd/ingestor",
-		"github.com/pcp/route-processing/cmd/outbox-relay")
-	// The Binaries use librdkafka through cgo.
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("e2e: go build the Binaries: %v\n%s", err, out)
+		"github.com/pcp/route-processing/cmd/outbox-relay"); err != nil {
+		t.Fatalf("e2e: %v", err)
 	}
 	t.Logf("e2e: built ingestor and outbox-relay in %s", time.Since(start).Round(time.Millisecond))
 	return Binaries{Ingestor: filepath.Join(dir, "ingestor"), Relay: filepath.Join(dir, "outbox-relay")}
@@ -61,30 +48,17 @@ func BuildBinaries(t testing.TB, dir string) Binaries {
 // ago. A process keeps its port across restarts.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testenv.FreeAddr()
 	if err != nil {
-		t.Fatalf("e2e: free port: %v", err)
+		t.Fatalf("e2e: %v", err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
-// baseEnv is what every child gets from the test's environment: enough to
-// run, nothing that configures the service (a DATABASE_URL or KAFKA_* of the
-// developer's shell must not leak into a test).
-func baseEnv() []string {
-	var env []string
-	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG", "TZ"} {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	return env
-}
-
-// Proc is one of the service's binaries run as a child process. Its output
-// (JSON logs) goes to one file across restarts, each start marked by a line
-// of its own; the tail is printed when the test fails.
+// Proc is one of the service's binaries run as a child process (a
+// testenv.Process per start). Its output (JSON logs) goes to one file across
+// restarts, each start marked by a line of its own; the tail is printed when
+// the test fails.
 type Proc struct {
 	t        testing.TB
 	name     string
@@ -93,21 +67,17 @@ type Proc struct {
 	env      []string
 	httpAddr string
 	logPath  string
-	client   *http.Client
 
 	mu       sync.Mutex
-	cmd      *exec.Cmd
-	done     chan struct{} // closed when the current process has exited
-	waitErr  error
+	proc     *testenv.Process
 	starts   int
 	expected bool // the current process is being killed or stopped on purpose
 	// unexpected counts exits that the test did not cause.
 	unexpected int
-	lastExit   string
 }
 
-// NewProc prepares (does not start) a process. env is added to baseEnv,
-// HTTP_ADDR and LOG_FORMAT=json.
+// NewProc prepares (does not start) a process. env is added to
+// testenv.ChildEnv, HTTP_ADDR and LOG_FORMAT=json.
 func NewProc(t testing.TB, name, bin string, env []string, args ...string) *Proc {
 	t.Helper()
 	p := &Proc{
@@ -117,12 +87,11 @@ func NewProc(t testing.TB, name, bin string, env []string, args ...string) *Proc
 		args:     args,
 		httpAddr: FreeAddr(t),
 		logPath:  logPath(t, name),
-		client:   &http.Client{Timeout: 2 * time.Second},
 	}
-	p.env = append(baseEnv(), "LOG_FORMAT=json", "HTTP_ADDR="+p.httpAddr)
+	p.env = append(testenv.ChildEnv(), "LOG_FORMAT=json", "HTTP_ADDR="+p.httpAddr)
 	p.env = append(p.env, env...)
 	t.Cleanup(func() {
-		p.Stop()
+		_ = p.Stop()
 		if t.Failed() {
 			t.Logf("e2e: %s log (%s), last lines:\n%s", p.name, p.logPath, p.LogTail(80))
 		}
@@ -156,13 +125,13 @@ func (p *Proc) Start() {
 	}
 }
 
-// start is Start for goroutines other than the test's (which must not call
-// t.Fatal).
+// StartErr is Start for goroutines other than the test's (which must not
+// call t.Fatal).
 func (p *Proc) StartErr() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd != nil && !p.exitedLocked() {
-		return fmt.Errorf("%s is already running (pid %d)", p.name, p.cmd.Process.Pid)
+	if p.proc != nil && !p.proc.Exited() {
+		return fmt.Errorf("%s is already running (pid %d)", p.name, p.proc.Pid())
 	}
 	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -171,55 +140,37 @@ func (p *Proc) StartErr() error {
 	defer logf.Close()
 	p.starts++
 	fmt.Fprintf(logf, "=== e2e: start #%d of %s at %s\n", p.starts, p.name, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(p.bin, p.args...)
-	cmd.Env = p.env
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Killed with the test binary, even if it dies without cleaning up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", p.name, err)
+	proc, err := testenv.StartProcess(testenv.ProcessSpec{Name: p.name, Path: p.bin, Args: p.args, Env: p.env, Output: logf})
+	if err != nil {
+		return err
 	}
-	p.cmd, p.expected = cmd, false
-	done := make(chan struct{})
-	p.done = done
+	p.proc, p.expected = proc, false
 	go func() {
-		err := cmd.Wait()
+		<-proc.Done()
 		p.mu.Lock()
-		p.waitErr = err
-		p.lastExit = fmt.Sprintf("%v", err)
-		if !p.expected && p.cmd == cmd {
+		defer p.mu.Unlock()
+		if !p.expected && p.proc == proc {
 			p.unexpected++
 		}
-		p.mu.Unlock()
-		close(done)
 	}()
 	return nil
-}
-
-func (p *Proc) exitedLocked() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
 }
 
 // PID is the current process id (0 before the first start).
 func (p *Proc) PID() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.Process == nil {
+	if p.proc == nil {
 		return 0
 	}
-	return p.cmd.Process.Pid
+	return p.proc.Pid()
 }
 
 // Running reports whether the current process has not exited.
 func (p *Proc) Running() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cmd != nil && !p.exitedLocked()
+	return p.proc != nil && !p.proc.Exited()
 }
 
 // Unexpected is the number of exits the test did not cause.
@@ -236,24 +187,23 @@ func (p *Proc) Starts() int {
 	return p.starts
 }
 
-// signal sends sig to a running process, marking the exit as expected, and
-// returns the channel closed at exit (nil when nothing runs).
-func (p *Proc) signal(sig syscall.Signal) chan struct{} {
+// current marks the running process's exit as expected and returns it (nil
+// when nothing runs).
+func (p *Proc) current() *testenv.Process {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd == nil || p.exitedLocked() {
+	if p.proc == nil || p.proc.Exited() {
 		return nil
 	}
 	p.expected = true
-	_ = p.cmd.Process.Signal(sig)
-	return p.done
+	return p.proc
 }
 
 // Kill9 kills the process with SIGKILL (no chance to finish anything) and
 // waits for it to be gone.
 func (p *Proc) Kill9() {
-	if done := p.signal(syscall.SIGKILL); done != nil {
-		<-done
+	if proc := p.current(); proc != nil {
+		proc.Kill()
 	}
 }
 
@@ -261,19 +211,10 @@ func (p *Proc) Kill9() {
 // gives it 30 s), then kills it. It returns the exit error of a graceful
 // stop (nil for exit status 0).
 func (p *Proc) Stop() error {
-	done := p.signal(syscall.SIGTERM)
-	if done == nil {
-		return nil
+	if proc := p.current(); proc != nil {
+		return proc.Stop(35 * time.Second)
 	}
-	select {
-	case <-done:
-	case <-time.After(35 * time.Second):
-		p.Kill9()
-		return fmt.Errorf("%s did not stop within 35s of SIGTERM", p.name)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.waitErr
+	return nil
 }
 
 // Restart starts the process again (after Kill9 or Stop) and waits until it
@@ -295,34 +236,20 @@ func (p *Proc) WaitReady(timeout time.Duration) {
 
 // WaitReadyErr is WaitReady returning the failure instead.
 func (p *Proc) WaitReadyErr(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		if code, _ := p.get("/readyz"); code == http.StatusOK {
-			return nil
-		}
-		p.mu.Lock()
-		exited, lastExit := p.cmd == nil || p.exitedLocked(), p.lastExit
-		p.mu.Unlock()
-		if exited {
-			return fmt.Errorf("%s exited before it was ready (%s)", p.name, lastExit)
-		}
-		if time.Now().After(deadline) {
-			_, body := p.get("/readyz")
-			return fmt.Errorf("%s not ready after %s (/readyz: %s)", p.name, timeout, strings.TrimSpace(body))
-		}
-		time.Sleep(50 * time.Millisecond)
+	p.mu.Lock()
+	proc := p.proc
+	p.mu.Unlock()
+	if proc == nil {
+		return fmt.Errorf("%s was never started", p.name)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return proc.WaitHTTP(ctx, "http://"+p.httpAddr+"/readyz")
 }
 
 // get fetches path from the process's HTTP endpoint; code 0 means no answer.
 func (p *Proc) get(path string) (int, string) {
-	resp, err := p.client.Get("http://" + p.httpAddr + path)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, string(b)
+	return testenv.HTTPGet(context.Background(), "http://"+p.httpAddr+path)
 }
 
 // Healthz is the status code of /healthz (0 when nothing answers).
@@ -420,7 +347,7 @@ func (p *Proc) LogContains(s string) bool {
 // and returns its combined output.
 func RunOnce(ctx context.Context, bin string, env []string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(baseEnv(), env...)
+	cmd.Env = append(testenv.ChildEnv(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		var ee *exec.ExitError

@@ -116,7 +116,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "1 for the way the relay learns of new rows: notify (LISTEN/NOTIFY arrives) or poll (notifications do not arrive, e.g. behind a transaction pooler without DATABASE_LISTEN_URL; rows wait up to OUTBOX_POLL_INTERVAL).",
 		}, []string{"mode"}),
 	}
-	m.stage = obs.NewStageHistogram(reg)
+	stageReg := reg
+	if stageReg == nil {
+		stageReg = prometheus.NewRegistry() // registered nowhere that is scraped
+	}
+	m.stage = obs.NewStageHistogram(stageReg)
 	if reg != nil {
 		reg.MustRegister(m.published, m.retried, m.failed, m.released, m.postponed, m.pending, m.oldestAge,
 			m.paused, m.publishTime, m.ingestToPub, m.claimedRows, m.kafkaOutages, m.lostLeaseRows,

@@ -3,11 +3,12 @@ package testenv
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,11 @@ type BrokerOptions struct {
 	Partitions int
 	// Topics to create at start.
 	Topics []string
+	// Addr to listen on (default 127.0.0.1 and a free port).
+	Addr string
+	// Output receives the broker's log (default: a file in a temporary
+	// directory, printed when it fails to start).
+	Output io.Writer
 }
 
 // BrokerProcess is a Kafka broker of its own (scripts/devbroker, kfake in a
@@ -33,11 +39,10 @@ type BrokerOptions struct {
 // hung or partitioned broker looks like to a client, and it affects no other
 // test.
 type BrokerProcess struct {
-	cmd    *exec.Cmd
-	addr   string
-	log    string
-	unreap func()
-	exited chan error // receives cmd.Wait's result, then is refilled
+	proc *Process
+	addr string
+	dir  string // temporary: the ready file and the default log
+	log  string // "" when the caller took the output
 
 	mu sync.Mutex // serialises signals
 }
@@ -47,58 +52,75 @@ type BrokerProcess struct {
 func NewBrokerProcess(t testing.TB, opts BrokerOptions) *BrokerProcess {
 	t.Helper()
 	requireMain(t)
-	bin, err := devbrokerBinary()
-	if err != nil {
-		t.Fatalf("testenv: build devbroker: %v", err)
-	}
 	start := time.Now()
-	dir := t.TempDir()
-	ready := filepath.Join(dir, "ready")
-	b := &BrokerProcess{log: filepath.Join(dir, "devbroker.log")}
-	logf, err := os.Create(b.log)
+	b, err := StartBrokerProcess(opts)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
-	defer logf.Close()
-	args := []string{"-addr", "127.0.0.1:0", "-partitions", strconv.Itoa(cmp.Or(opts.Partitions, DefaultPartitions)), "-ready-file", ready}
-	if len(opts.Topics) > 0 {
-		args = append(args, "-topics", strings.Join(opts.Topics, ","))
-	}
-	b.cmd = exec.Command(bin, args...)
-	b.cmd.Stdout, b.cmd.Stderr = logf, logf
-	// Its own process group, so that the reaper can kill it (and nothing
-	// else) by group, and a Ctrl-C meant for the tests reaches it only
-	// through them.
-	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := b.cmd.Start(); err != nil {
-		t.Fatalf("testenv: start devbroker: %v", err)
-	}
-	b.unreap = reapOnCrash(reapStep{KillGroup: b.cmd.Process.Pid})
-	t.Cleanup(b.stop)
-
-	b.exited = make(chan error, 1)
-	go func() { b.exited <- b.cmd.Wait() }()
-	deadline := time.After(30 * time.Second)
-	for b.addr == "" {
-		if out, err := os.ReadFile(ready); err == nil {
-			b.addr = strings.TrimSpace(string(out))
-			break
-		}
-		select {
-		case err := <-b.exited:
-			b.exited <- err
-			t.Fatalf("testenv: devbroker exited before it was ready: %v\n%s", err, b.logText())
-		case <-deadline:
-			t.Fatalf("testenv: devbroker not ready after 30s\n%s", b.logText())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	t.Logf("testenv: devbroker (pid %d) at %s ready in %s", b.cmd.Process.Pid, b.addr, time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() { _ = b.Close() })
+	t.Logf("testenv: devbroker (pid %d) at %s ready in %s", b.Pid(), b.addr, time.Since(start).Round(time.Millisecond))
 	return b
 }
 
+// StartBrokerProcess is NewBrokerProcess for a program (after [Open]): it
+// returns once the broker listens; the caller stops it with Close.
+func StartBrokerProcess(opts BrokerOptions) (*BrokerProcess, error) {
+	bin, err := devbrokerBinary()
+	if err != nil {
+		return nil, fmt.Errorf("build devbroker: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "testenv-broker-")
+	if err != nil {
+		return nil, err
+	}
+	b := &BrokerProcess{dir: dir}
+	ready := filepath.Join(dir, "ready")
+	out := opts.Output
+	if out == nil {
+		b.log = filepath.Join(dir, "devbroker.log")
+		logf, err := os.Create(b.log)
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		defer logf.Close()
+		out = logf
+	}
+	args := []string{"-addr", cmp.Or(opts.Addr, "127.0.0.1:0"), "-partitions", strconv.Itoa(cmp.Or(opts.Partitions, DefaultPartitions)), "-ready-file", ready}
+	if len(opts.Topics) > 0 {
+		args = append(args, "-topics", strings.Join(opts.Topics, ","))
+	}
+	b.proc, err = StartProcess(ProcessSpec{Name: "devbroker", Path: bin, Args: args, Env: os.Environ(), Output: out})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	deadline := time.After(30 * time.Second)
+	for b.addr == "" {
+		if addr, err := os.ReadFile(ready); err == nil && len(strings.TrimSpace(string(addr))) > 0 {
+			b.addr = strings.TrimSpace(string(addr))
+			break
+		}
+		select {
+		case <-b.proc.Done():
+			err := fmt.Errorf("devbroker exited before it was ready: %v\n%s", b.proc.Err(), b.logText())
+			_ = b.Close()
+			return nil, err
+		case <-deadline:
+			err := fmt.Errorf("devbroker not ready after 30s\n%s", b.logText())
+			_ = b.Close()
+			return nil, err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return b, nil
+}
+
 // Pid is the broker's process id.
-func (b *BrokerProcess) Pid() int { return b.cmd.Process.Pid }
+func (b *BrokerProcess) Pid() int { return b.proc.Pid() }
+
+// Process is the broker's child process.
+func (b *BrokerProcess) Process() *Process { return b.proc }
 
 // Addr returns the broker's bootstrap (and only) address, "127.0.0.1:port".
 func (b *BrokerProcess) Addr() string { return b.addr }
@@ -109,7 +131,7 @@ func (b *BrokerProcess) Addr() string { return b.addr }
 func (b *BrokerProcess) Pause(t testing.TB) {
 	t.Helper()
 	b.signal(t, syscall.SIGSTOP)
-	if err := waitStopped(b.cmd.Process.Pid, 5*time.Second); err != nil {
+	if err := waitStopped(b.Pid(), 5*time.Second); err != nil {
 		t.Fatalf("testenv: pause devbroker: %v", err)
 	}
 }
@@ -156,27 +178,29 @@ func (b *BrokerProcess) signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err := b.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("testenv: signal devbroker: %v", err)
+	if err := b.proc.Signal(sig); err != nil {
+		t.Fatalf("testenv: %v", err)
 	}
 }
 
-func (b *BrokerProcess) stop() {
-	defer b.unreap()
+// Close stops the broker (thawed first: a stopped process cannot act on
+// SIGTERM; SIGKILL after 10 s) and removes its temporary directory.
+func (b *BrokerProcess) Close() error {
 	b.mu.Lock()
-	_ = b.cmd.Process.Signal(syscall.SIGCONT) // a stopped process cannot act on SIGTERM
-	_ = b.cmd.Process.Signal(syscall.SIGTERM)
-	b.mu.Unlock()
-	select {
-	case err := <-b.exited:
-		b.exited <- err
-	case <-time.After(10 * time.Second):
-		_ = b.cmd.Process.Kill()
-		<-b.exited
+	defer b.mu.Unlock()
+	err := b.proc.Stop(10 * time.Second)
+	_ = os.RemoveAll(b.dir)
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == -1 {
+		err = nil // ended by our SIGTERM
 	}
+	return err
 }
 
 func (b *BrokerProcess) logText() string {
+	if b.log == "" {
+		return "(log: see the broker's output)"
+	}
 	out, _ := os.ReadFile(b.log)
 	return string(out)
 }
@@ -199,22 +223,15 @@ func devbrokerBinary() (string, error) {
 		}
 		unreap := reapOnCrash(reapStep{RemoveAll: dir})
 		atTeardown(func() { _ = os.RemoveAll(dir); unreap() })
-		goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goBin); err != nil {
-			if goBin, err = exec.LookPath("go"); err != nil {
-				devbroker.err = fmt.Errorf("no go command to build %s", devbrokerPkg)
-				return
-			}
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		out := filepath.Join(dir, "devbroker")
-		// The test's working directory is inside the module, so the
-		// package path resolves against this module's go.mod.
-		if b, err := exec.CommandContext(ctx, goBin, "build", "-o", out, devbrokerPkg).CombinedOutput(); err != nil {
-			devbroker.err = fmt.Errorf("go build %s: %w\n%s", devbrokerPkg, err, b)
+		// The working directory is inside the module, so the package path
+		// resolves against this module's go.mod.
+		if err := GoBuild(ctx, dir, devbrokerPkg); err != nil {
+			devbroker.err = err
 			return
 		}
+		out := filepath.Join(dir, "devbroker")
 		devbroker.path = out
 	})
 	return devbroker.path, devbroker.err

@@ -1,21 +1,17 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,6 +33,8 @@ type PostgresOptions struct {
 	// commit. Off by default: tests want speed, and a throwaway cluster
 	// has nothing to lose on a crash.
 	Fsync bool
+	// Port to listen on (default: a free one).
+	Port int
 	// Settings are extra postgresql.conf settings, name to value (values
 	// are written as given, so quote strings: `'on'`).
 	Settings map[string]string
@@ -66,19 +64,58 @@ type PostgresCluster struct {
 func NewPostgresCluster(t testing.TB, opts PostgresOptions) *PostgresCluster {
 	t.Helper()
 	requireMain(t)
-	bins, err := findPGBinaries()
-	if err != nil {
-		t.Fatalf("testenv: NewPostgresCluster needs the PostgreSQL server binaries: %v; %s", err, installHint)
-	}
 	start := time.Now()
-	c, err := startCluster(bins, opts)
+	c, err := StartPostgresCluster(opts)
 	if err != nil {
-		t.Fatalf("testenv: start PostgreSQL cluster: %v", err)
+		t.Fatalf("testenv: %v", err)
 	}
 	t.Cleanup(c.destroy)
 	t.Logf("testenv: PostgreSQL cluster on 127.0.0.1:%d ready in %s", c.port, time.Since(start).Round(time.Millisecond))
 	return c
 }
+
+// StartPostgresCluster is NewPostgresCluster for a program (after [Open]):
+// the caller stops and removes the cluster with Close.
+func StartPostgresCluster(opts PostgresOptions) (*PostgresCluster, error) {
+	bins, err := findPGBinaries()
+	if err != nil {
+		return nil, fmt.Errorf("a PostgreSQL cluster needs the PostgreSQL server binaries: %w; %s", err, installHint)
+	}
+	c, err := startCluster(bins, opts)
+	if err != nil {
+		return nil, fmt.Errorf("start PostgreSQL cluster: %w", err)
+	}
+	return c, nil
+}
+
+// Close stops the cluster (`pg_ctl stop -m fast`, immediate if that fails)
+// and removes its directory.
+func (c *PostgresCluster) Close() error {
+	err := c.stop("fast")
+	c.destroy()
+	if err != nil {
+		return fmt.Errorf("stop PostgreSQL: %w", err)
+	}
+	return nil
+}
+
+// BinDir is the directory of the PostgreSQL programs the cluster runs
+// (psql is usually there too).
+func (c *PostgresCluster) BinDir() string { return c.bins.dir }
+
+// Alive reports whether the postmaster of postmaster.pid still runs (a
+// supervisor's check: pg_ctl start detaches it from this process).
+func (c *PostgresCluster) Alive() bool {
+	b, err := os.ReadFile(filepath.Join(c.dataDir, "postmaster.pid"))
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	return err == nil && pid > 0 && syscall.Kill(pid, 0) == nil
+}
+
+// LogFile is the server's log (inside Dir).
+func (c *PostgresCluster) LogFile() string { return c.logFile }
 
 // Dir is the cluster's temporary directory (data directory, log, unix
 // socket); it is removed when the cluster is.
@@ -177,9 +214,11 @@ func startCluster(bins *pgBinaries, opts PostgresOptions) (*PostgresCluster, err
 	if err := bins.initdbInto(c.dataDir); err != nil {
 		return nil, err
 	}
-	c.port, err = freePort()
-	if err != nil {
-		return nil, err
+	c.port = opts.Port
+	if c.port == 0 {
+		if c.port, err = freePort(); err != nil {
+			return nil, err
+		}
 	}
 	settings := map[string]string{
 		"listen_addresses":        "'127.0.0.1'",
@@ -272,165 +311,19 @@ func (c *PostgresCluster) logTail() string {
 	return string(b)
 }
 
-// pgBinaries are the server programs and the user they run as.
-type pgBinaries struct {
-	dir string // holds initdb, pg_ctl, postgres
-	// runuser is set when this process is root: PostgreSQL refuses to run
-	// as root, so the programs run as the postgres user.
-	runuser  string
-	uid, gid int
+// Addr is the cluster's TCP address, "127.0.0.1:port" (e.g. the upstream of
+// a [FaultProxy]).
+func (c *PostgresCluster) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)) }
 
-	pristineOnce sync.Once
-	pristine     string // an initdb'ed data directory, copied for each cluster
-	pristineErr  error
-}
-
-var pgBins struct {
-	once sync.Once
-	b    *pgBinaries
-	err  error
-}
-
-func findPGBinaries() (*pgBinaries, error) {
-	pgBins.once.Do(func() { pgBins.b, pgBins.err = lookupPGBinaries() })
-	return pgBins.b, pgBins.err
-}
-
-func lookupPGBinaries() (*pgBinaries, error) {
-	var dir string
-	if p, err := exec.LookPath("pg_ctl"); err == nil {
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			p = real
-		}
-		dir = filepath.Dir(p)
-	} else {
-		// Debian/Ubuntu keep the server programs off PATH.
-		matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
-		matches2, _ := filepath.Glob("/usr/pgsql-*/bin/pg_ctl")
-		matches = append(matches, matches2...)
-		if len(matches) == 0 {
-			return nil, errors.New("pg_ctl not found on PATH nor under /usr/lib/postgresql/*/bin")
-		}
-		slices.SortFunc(matches, func(a, b string) int { return pgMajor(b) - pgMajor(a) }) // newest first
-		dir = filepath.Dir(matches[0])
+// URLAt is [PostgresCluster.URL] for dbname at another address that leads
+// to this cluster (a [FaultProxy]).
+func (c *PostgresCluster) URLAt(addr, dbname string) string {
+	u := url.URL{
+		Scheme:   "postgres",
+		User:     url.User("postgres"),
+		Host:     addr,
+		Path:     "/" + dbname,
+		RawQuery: "sslmode=disable",
 	}
-	for _, prog := range []string{"initdb", "pg_ctl", "postgres"} {
-		if _, err := os.Stat(filepath.Join(dir, prog)); err != nil {
-			return nil, fmt.Errorf("%s not found next to pg_ctl in %s", prog, dir)
-		}
-	}
-	b := &pgBinaries{dir: dir, uid: -1, gid: -1}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return nil, fmt.Errorf("running as root, and PostgreSQL refuses to: no postgres user to run it as (%w); create one (`useradd -r postgres`) or run the tests as another user", err)
-		}
-		b.uid, _ = strconv.Atoi(u.Uid)
-		b.gid, _ = strconv.Atoi(u.Gid)
-		if b.runuser, err = exec.LookPath("runuser"); err != nil {
-			return nil, errors.New("running as root: runuser not found (util-linux) to run PostgreSQL as the postgres user")
-		}
-	}
-	return b, nil
+	return u.String()
 }
-
-func pgMajor(path string) int {
-	// /usr/lib/postgresql/15/bin/pg_ctl or /usr/pgsql-15/bin/pg_ctl
-	d := filepath.Base(filepath.Dir(filepath.Dir(path)))
-	d = strings.TrimPrefix(d, "pgsql-")
-	n, _ := strconv.Atoi(d)
-	return n
-}
-
-// command is the argv that runs a server program as the right user.
-func (b *pgBinaries) command(prog string, args ...string) []string {
-	argv := append([]string{filepath.Join(b.dir, prog)}, args...)
-	if b.runuser != "" {
-		argv = append([]string{b.runuser, "-u", "postgres", "--"}, argv...)
-	}
-	return argv
-}
-
-func (b *pgBinaries) run(prog string, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	argv := b.command(prog, args...)
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = os.TempDir() // the postgres user may not be able to enter the test's directory
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	return out.Bytes(), err
-}
-
-func (b *pgBinaries) chown(path string) error {
-	if b.uid < 0 {
-		return nil
-	}
-	return filepath.Walk(path, func(p string, _ os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, b.uid, b.gid)
-	})
-}
-
-// initdbInto creates a data directory at dst. initdb runs once per binary
-// (about a second); later clusters copy its result, which takes a tenth of
-// that.
-func (b *pgBinaries) initdbInto(dst string) error {
-	b.pristineOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "testenv-pginit-")
-		if err != nil {
-			b.pristineErr = err
-			return
-		}
-		unreap := reapOnCrash(reapStep{RemoveAll: dir})
-		atTeardown(func() { _ = os.RemoveAll(dir); unreap() })
-		if err := b.chown(dir); err != nil {
-			b.pristineErr = err
-			return
-		}
-		data := filepath.Join(dir, "data")
-		out, err := b.run("initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
-		if err != nil {
-			b.pristineErr = fmt.Errorf("initdb: %w\n%s", err, out)
-			return
-		}
-		b.pristine = data
-	})
-	if b.pristineErr != nil {
-		return b.pristineErr
-	}
-	// cp -a keeps the owner (postgres) and the 0700 mode PostgreSQL insists on.
-	if out, err := exec.Command("cp", "-a", b.pristine, dst).CombinedOutput(); err != nil {
-		return fmt.Errorf("copy data directory: %w\n%s", err, out)
-	}
-	return nil
-}
-
-// freePort picks a TCP port on 127.0.0.1 that is free now and that this
-// process has not handed out before (a stopped cluster keeps its port).
-func freePort() (int, error) {
-	usedPorts.mu.Lock()
-	defer usedPorts.mu.Unlock()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if !usedPorts.m[port] {
-			usedPorts.m[port] = true
-			return port, nil
-		}
-	}
-	return 0, errors.New("no free port")
-}
-
-var usedPorts = struct {
-	mu sync.Mutex
-	m  map[int]bool
-}{m: map[int]bool{}}

@@ -52,12 +52,8 @@ func Main(m *testing.M, opts ...MainOption) {
 }
 
 func runMain(m *testing.M, cfg mainConfig) int {
-	state.mu.Lock()
-	state.inMain = true
-	state.mu.Unlock()
-
 	code := func() int {
-		defer teardown()
+		defer Open()()
 		return m.Run()
 	}()
 	if code == 0 && cfg.leaks {
@@ -69,6 +65,16 @@ func runMain(m *testing.M, cfg mainConfig) int {
 	return code
 }
 
+// Open is Main for a program (scripts/devrun, scripts/bench): it lets the
+// program use what needs Main's teardown, and returns that teardown (stop
+// what is still registered, stop the reaper), to be deferred.
+func Open() (teardown func()) {
+	state.mu.Lock()
+	state.inMain = true
+	state.mu.Unlock()
+	return teardownAll
+}
+
 // atTeardown registers fn to run when Main's tests are done; functions run in
 // reverse order of registration.
 func atTeardown(fn func()) {
@@ -77,7 +83,7 @@ func atTeardown(fn func()) {
 	state.teardowns = append(state.teardowns, fn)
 }
 
-func teardown() {
+func teardownAll() {
 	state.mu.Lock()
 	fns := state.teardowns
 	state.teardowns = nil

@@ -1,7 +1,14 @@
-// Package bench is the throughput and latency benchmark behind `make bench`
-// (scripts/bench.sh). The benchmark itself is TestBench in bench_test.go,
-// behind the build tag "bench" so that `make test` does not run it: it needs
-// several minutes of an otherwise idle machine.
+// Command bench is the throughput and latency benchmark behind `make bench`
+// (scripts/bench.sh builds and runs it). It needs several minutes of an
+// otherwise idle machine, so `make test` does not run it.
+//
+// One file per phase (ingest.go, relay.go, latency.go, backlog.go), each a
+// [phase] in main.go's list: a name for BENCH_ONLY, a share of the time
+// budget and a function that repeats its runs until its deadline; sampler.go
+// observes each run (CPU per process, PostgreSQL wait events), report.go
+// prints the table and writes bench-report.md, infra.go holds the shared
+// topic and database chores. The harness is pkg/e2e's and pkg/testenv's
+// (runT adapts their testing.TB parameter to a program).
 //
 // # Overview
 //
@@ -29,4 +36,4 @@
 // BENCH_REPORT (bench-report.md at the repository top by default), together
 // with what was observed during each phase (CPU per process, PostgreSQL wait
 // events) to explain the bottlenecks.
-package bench
+package main

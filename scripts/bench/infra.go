@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func (b *bench) serviceEnv(dbURL, input, out1, out2 string) []string {
+	return []string{
+		"DATABASE_URL=" + dbURL,
+		"KAFKA_BOOTSTRAP_SERVERS=" + b.bootstrap,
+		"TOPIC_INPUT=" + input,
+		"TOPIC_INPUT_DLQ=" + topicDLQ,
+		"TOPIC_PROCESSED_ROUTE=" + out1,
+		"TOPIC_ROUTE_GEOREFERENCE=" + out2,
+		"LOG_LEVEL=info",
+	}
+}
+
+func (b *bench) createTopic(name string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		resp, err := b.adm.CreateTopic(ctx, 3, -1, nil, name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err == nil || strings.Contains(err.Error(), "TOPIC_ALREADY_EXISTS") {
+			return name
+		}
+		if ctx.Err() != nil {
+			b.t.Fatalf("bench: create topic %s: %v", name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (b *bench) deleteTopics(names ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _ = b.adm.DeleteTopics(ctx, names...)
+}
+
+// resetOutputs empties the output topics after a relay run, so that the
+// in-memory broker does not grow by hundreds of MB per run.
+func (b *bench) resetOutputs() {
+	b.deleteTopics(topicOut1, topicOut2)
+	time.Sleep(200 * time.Millisecond)
+	b.createTopic(topicOut1)
+	b.createTopic(topicOut2)
+}
+
+func (b *bench) cloneDB(src, dst string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// FILE_COPY: a file-level copy and one checkpoint, instead of writing
+	// the whole database through the WAL (PostgreSQL 15's default).
+	q := fmt.Sprintf(`create database %s template %s strategy file_copy`, pgx.Identifier{dst}.Sanitize(), pgx.Identifier{src}.Sanitize())
+	if _, err := b.admin.Exec(ctx, q); err != nil {
+		b.t.Fatalf("bench: %s: %v", q, err)
+	}
+}
+
+func (b *bench) dropDB(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, _ = b.admin.Exec(ctx, fmt.Sprintf(`drop database if exists %s with (force)`, pgx.Identifier{name}.Sanitize()))
+}
+
+func (b *bench) scalar(url, q string, dst any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return conn.QueryRow(ctx, q).Scan(dst)
+}
+
+func (b *bench) note(format string, args ...any) {
+	b.notes = append(b.notes, fmt.Sprintf(format, args...))
+	say("bench: "+format, args...)
+}
+
+// fits reports whether one more run, as long as the longest so far of each
+// kind together, ends before deadline.
+func fits(deadline time.Time, kinds ...[]observation) bool {
+	var need time.Duration
+	for _, k := range kinds {
+		var longest time.Duration
+		for _, o := range k {
+			longest = max(longest, o.wall)
+		}
+		need += longest + 3*time.Second // database copy/creation, process start
+	}
+	return time.Now().Add(need).Before(deadline)
+}
+
+func say(format string, args ...any) {
+	fmt.Printf(format+"\n", args...)
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func envDur(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pcp/route-processing/pkg/e2e"
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+// config holds the sizes and the budget; the environment can shrink them for
+// a quick look.
+type config struct {
+	runs          int
+	ingestN       int // passports on the pre-filled topic
+	perMessageCap time.Duration
+	e2eRate       int // passports/s
+	e2eFor        time.Duration
+	backlogRows   int
+	budget        time.Duration
+	// only names the phases to run (ingest, relay, latency, backlog; relay
+	// and backlog need ingest); empty runs all.
+	only []string
+}
+
+func configFromEnv() config {
+	c := config{
+		runs:          envInt("BENCH_RUNS", 3),
+		ingestN:       envInt("BENCH_INGEST_N", 25_000),
+		perMessageCap: envDur("BENCH_PER_MESSAGE_CAP", 30*time.Second),
+		e2eRate:       envInt("BENCH_E2E_RATE", 1_000),
+		e2eFor:        envDur("BENCH_E2E_DURATION", 30*time.Second),
+		backlogRows:   envInt("BENCH_BACKLOG_ROWS", 200_000),
+		budget:        envDur("BENCH_BUDGET", 9*time.Minute+30*time.Second),
+	}
+	if v := os.Getenv("BENCH_ONLY"); v != "" {
+		c.only = strings.Split(v, ",")
+	}
+	return c
+}
+
+func (c config) enabled(phase string) bool {
+	return len(c.only) == 0 || slices.Contains(c.only, phase)
+}
+
+const (
+	topicInput = "bench.input"
+	topicDLQ   = "bench.dlq"
+	topicOut1  = "bench.route-in"
+	topicOut2  = "bench.georef"
+)
+
+type bench struct {
+	t         *runT
+	cfg       config
+	start     time.Time
+	bins      e2e.Binaries
+	pg        *testenv.PostgresCluster
+	admin     *pgxpool.Pool
+	broker    *testenv.BrokerProcess
+	bootstrap string
+	adm       *kadm.Client
+	notes     []string
+}
+
+// results are what the phases measured, for the table and the report.
+type results struct {
+	ing ingestResults
+	rel relayResults
+	lat latencyResults
+	blg backlogResults
+}
+
+// phase is one measured part of the benchmark: a name (BENCH_ONLY), its
+// share of the budget left after the setup, and the function that runs its
+// repetitions until its deadline and stores its figures. A ceiling phase (a
+// DB-only writer, a raw producer, a two-hop Kafka floor) is one more entry.
+type phase struct {
+	name  string
+	share float64
+	run   func(b *bench, deadline time.Time, r *results)
+}
+
+// phases are run in this order; relay and backlog copy the ingest phase's
+// databases.
+func phases() []phase {
+	return []phase{
+		{"ingest", 0.30, func(b *bench, d time.Time, r *results) { r.ing = b.ingestPhase(d) }},
+		{"relay", 0.25, func(b *bench, d time.Time, r *results) { r.rel = b.relayPhase(r.ing.dbs, d) }},
+		{"latency", 0.20, func(b *bench, d time.Time, r *results) { r.lat = b.latencyPhase(d) }},
+		{"backlog", 0.25, func(b *bench, d time.Time, r *results) { r.blg = b.backlogPhase(r.ing.dbs, d) }},
+	}
+}
+
+func main() {
+	os.Exit(runMain())
+}
+
+func runMain() (code int) {
+	defer testenv.Open()()
+	t := newRunT("bench")
+	defer func() {
+		if t.finish(recover()) {
+			code = 1
+		}
+	}()
+	b := &bench{t: t, cfg: configFromEnv(), start: time.Now()}
+	b.run()
+	return 0
+}
+
+func (b *bench) run() {
+	t := b.t
+	say("bench: building the binaries, starting PostgreSQL (fsync on) and the dev broker ...")
+	b.bins = e2e.BuildBinaries(t, t.TempDir())
+	b.pg = testenv.NewPostgresCluster(t, testenv.PostgresOptions{Fsync: true})
+	admin, err := pgxpool.New(context.Background(), b.pg.URL("postgres"))
+	if err != nil {
+		t.Fatalf("bench: admin pool: %v", err)
+	}
+	t.Cleanup(admin.Close)
+	b.admin = admin
+	b.broker = testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 3})
+	b.bootstrap = b.broker.Addr()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.bootstrap))
+	if err != nil {
+		t.Fatalf("bench: kafka client: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	b.adm = kadm.NewClient(cl)
+	for _, tp := range []string{topicInput, topicDLQ, topicOut1, topicOut2} {
+		b.createTopic(tp)
+	}
+	machine := b.machine()
+
+	// Pre-fill the input topic once; every ingest run reads it with a group
+	// of its own into a fresh database.
+	if !b.cfg.enabled("ingest") {
+		b.cfg.ingestN = 0
+	}
+	say("bench: pre-filling %s with %d passports ...", topicInput, b.cfg.ingestN)
+	recs := e2e.GenValid(1, b.cfg.ingestN)
+	p := e2e.NewProducer(t, b.bootstrap, topicInput)
+	for i, r := range recs {
+		p.Send(i, r.Key, r.Value)
+	}
+	p.Wait(5 * time.Minute)
+	recs = nil
+	setupDone := time.Since(b.start)
+
+	// The phases share what is left of the budget.
+	left := b.cfg.budget - setupDone
+	var res results
+	for _, ph := range phases() {
+		if b.cfg.enabled(ph.name) {
+			ph.run(b, time.Now().Add(time.Duration(ph.share*float64(left))), &res)
+		}
+	}
+
+	table := b.table(res.ing, res.rel, res.lat, res.blg, machine)
+	fmt.Println()
+	fmt.Println(table)
+	b.writeReport(table, res.ing, res.rel, res.lat, res.blg)
+}

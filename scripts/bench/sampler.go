@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pcp/route-processing/pkg/e2e"
+)
+
+// observation is what a sampler saw during one measured run.
+type observation struct {
+	wall        time.Duration
+	procCores   map[string]float64
+	pgCores     float64
+	machineBusy float64
+	waits       map[string]int
+	samples     int
+}
+
+// rest is the CPU, in cores, that neither the service nor PostgreSQL used:
+// the broker, the benchmark itself, and anything else running on the
+// machine (other test runs skew the figures; this column shows it).
+func (o observation) rest() float64 {
+	r := o.machineBusy * float64(runtime.NumCPU())
+	for _, c := range o.procCores {
+		r -= c
+	}
+	return max(0, r-o.pgCores)
+}
+
+func (o observation) procCPU() string {
+	var s []string
+	for _, k := range sortedKeys(o.procCores) {
+		s = append(s, fmt.Sprintf("%s %.2f", k, o.procCores[k]))
+	}
+	return strings.Join(s, ", ")
+}
+
+func (o observation) topWaits(n int) string {
+	type kv struct {
+		k string
+		v int
+	}
+	var all []kv
+	total := 0
+	for k, v := range o.waits {
+		all = append(all, kv{k, v})
+		total += v
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].v > all[j].v || all[i].v == all[j].v && all[i].k < all[j].k })
+	var s []string
+	for i, e := range all {
+		if i == n {
+			break
+		}
+		s = append(s, fmt.Sprintf("%s %.1f", e.k, float64(e.v)/float64(max(o.samples, 1))))
+	}
+	if len(s) == 0 {
+		return "none active"
+	}
+	return strings.Join(s, ", ") + " (avg. backends)"
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+type sampler struct {
+	stopc chan struct{}
+	done  chan observation
+}
+
+// startSampler samples, every 100 ms until stop, the CPU time of procs, of
+// every PostgreSQL process in pg_stat_activity of the cluster, of the whole
+// machine, and the wait events of the active backends of db.
+func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
+	s := &sampler{stopc: make(chan struct{}), done: make(chan observation, 1)}
+	go func() {
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, b.pg.URL(db))
+		start := time.Now()
+		busy0, total0 := machineCPU()
+		procStart := map[string]float64{}
+		for name, p := range procs {
+			procStart[name] = procCPU(p.PID())
+		}
+		pgFirst, pgLast := map[int]float64{}, map[int]float64{}
+		o := observation{waits: map[string]int{}, procCores: map[string]float64{}}
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.stopc:
+				wall := time.Since(start)
+				o.wall = wall
+				for name, p := range procs {
+					o.procCores[name] = (procCPU(p.PID()) - procStart[name]) / wall.Seconds()
+				}
+				var pg float64
+				for pid, last := range pgLast {
+					pg += last - pgFirst[pid]
+				}
+				o.pgCores = pg / wall.Seconds()
+				busy1, total1 := machineCPU()
+				if total1 > total0 {
+					o.machineBusy = (busy1 - busy0) / (total1 - total0)
+				}
+				if conn != nil {
+					conn.Close(ctx)
+				}
+				s.done <- o
+				return
+			case <-tick.C:
+			}
+			if err != nil || conn == nil {
+				continue
+			}
+			qctx, cancel := context.WithTimeout(ctx, time.Second)
+			rows, qerr := conn.Query(qctx, `select pid, coalesce(datname, '') = $1, coalesce(state = 'active', false),
+				coalesce(wait_event_type || ':' || wait_event, 'CPU') from pg_stat_activity where pid <> pg_backend_pid()`, db)
+			if qerr == nil {
+				o.samples++
+				for rows.Next() {
+					var pid int
+					var ours, active bool
+					var wait string
+					if rows.Scan(&pid, &ours, &active, &wait) != nil {
+						continue
+					}
+					c := procCPU(pid)
+					if _, ok := pgFirst[pid]; !ok {
+						pgFirst[pid] = c
+					}
+					pgLast[pid] = c
+					if ours && active {
+						o.waits[wait]++
+					}
+				}
+				rows.Close()
+			}
+			cancel()
+		}
+	}()
+	return s
+}
+
+func (s *sampler) stop() observation {
+	close(s.stopc)
+	return <-s.done
+}
+
+// procCPU is the CPU seconds (user + system) of pid so far.
+func procCPU(pid int) float64 {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesised command name; utime and stime are
+	// fields 14 and 15 of the whole line.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // USER_HZ
+}
+
+// machineCPU returns busy and total jiffies of all CPUs.
+func machineCPU() (busy, total float64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	for i, v := range f[1:] {
+		x, _ := strconv.ParseFloat(v, 64)
+		if i >= 8 { // guest time is already in user
+			break
+		}
+		total += x
+		if i != 3 && i != 4 { // idle, iowait
+			busy += x
+		}
+	}
+	return busy, total
+}
