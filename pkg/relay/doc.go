@@ -73,7 +73,8 @@
 // stops answering without resetting its connections: a blackhole, a frozen
 // process) makes the relay probe at once rather than after PublishTimeout:
 // when no broker answers, "kafka" is not ready and claims stop while the
-// batch waits out its timeout and gives its leases back.
+// batch waits out its timeout and gives its leases back. An idle relay
+// (nothing delivered for 5s) probes every 5s, so it reports an outage too.
 //
 // Probes repeat with a backoff capped at ProbeMaxBackoff (1s): cheap, so
 // the relay is claiming again within about a second of the cluster's

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,16 +34,29 @@ func (r *Relay) confirmOutage(ctx context.Context, cause error) error {
 	return err
 }
 
+// idleProbeEvery is how often the relay probes the cluster while no batch
+// has been delivered for as long: without it an idle relay would stay
+// ready through a Kafka outage until its next batch. One metadata request
+// every 5s is nothing for a broker.
+const idleProbeEvery = 5 * time.Second
+
 // watchKafka probes the cluster at start, and again after every outage a
-// worker confirms, until a broker answers; it runs for as long as Run.
+// worker confirms, until a broker answers, and probes an idle relay's
+// cluster every idleProbeEvery; it runs for as long as Run.
 func (r *Relay) watchKafka(ctx context.Context) {
 	r.probe(ctx, false)
+	idle := time.NewTicker(idleProbeEvery)
+	defer idle.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-r.outage:
 			r.probe(ctx, true)
+		case <-idle.C:
+			if !r.kafkaDown.Load() && time.Since(time.Unix(0, r.lastDelivery.Load())) >= idleProbeEvery {
+				_ = r.confirmOutage(ctx, errors.New("idle check: no batch delivered lately"))
+			}
 		}
 	}
 }

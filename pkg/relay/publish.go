@@ -60,6 +60,7 @@ func (b *batch) sort(r *Relay, i int, err error, ctxDone bool) {
 	b.errs[i] = err
 	switch classify(err, ctxDone) {
 	case delivered:
+		r.lastDelivery.Store(time.Now().UnixNano())
 		b.ok = append(b.ok, b.rows[i].Lease())
 		age := time.Since(b.rows[i].CreatedAt).Seconds()
 		r.m.ingestToPub.Observe(age)

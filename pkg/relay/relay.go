@@ -36,6 +36,8 @@ type Relay struct {
 	outage    chan struct{} // a confirmed outage, for the prober (outage.go)
 	dbDown    atomic.Bool   // an outage was logged
 	dbUp      atomic.Bool   // "postgres" is reported ready
+	// lastDelivery is when a batch last had a row delivered (unix nanos).
+	lastDelivery atomic.Int64
 
 	rngMu sync.Mutex
 	rng   *rand.Rand

@@ -251,3 +251,24 @@ func (rr *runningRelay) find(t testing.TB, name string) []*dto.Metric {
 	}
 	return nil
 }
+
+// TestRelayIdleNoticesBrokerFreeze: a relay with nothing to publish still
+// notices a frozen broker (its idle probe) and reports not ready; it is
+// ready again within about a second of the thaw.
+func TestRelayIdleNoticesBrokerFreeze(t *testing.T) {
+	t.Parallel()
+	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 1})
+	b := setup(t, broker.Addr())
+	rr := b.start(t, relay.Config{PollInterval: 100 * time.Millisecond})
+	eventually(t, 20*time.Second, "/readyz 200", func() bool { return rr.readyz(t) == http.StatusOK })
+	broker.Pause(t)
+	frozen := time.Now()
+	eventually(t, 12*time.Second, "/readyz not 200 while the broker is frozen", func() bool { return rr.readyz(t) != http.StatusOK })
+	notReady := time.Since(frozen)
+	broker.Resume(t)
+	thawed := time.Now()
+	eventually(t, 5*time.Second, "/readyz 200 after the thaw", func() bool { return rr.readyz(t) == http.StatusOK })
+	ready := time.Since(thawed)
+	t.Logf("figures: idle relay, broker freeze: not ready after %.2fs, ready %.2fs after the thaw", notReady.Seconds(), ready.Seconds())
+	require.Less(t, ready, 2*time.Second)
+}
