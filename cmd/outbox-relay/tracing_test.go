@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pcp/route-processing/pkg/outbox"
+	"github.com/pcp/route-processing/pkg/relay/relaytest"
+	"github.com/pcp/route-processing/pkg/store"
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+// TestRunRelayTracesToOTLP: with OTEL_EXPORTER_OTLP_ENDPOINT set, the relay
+// exports its publish span, in the stored traceparent's trace, to a real
+// OTLP/HTTP endpoint by the time it has stopped (flush on shutdown), and the
+// published record's traceparent is that span. Not parallel: it sets the
+// process environment, which the OTel exporter reads.
+func TestRunRelayTracesToOTLP(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		names = map[string]string{} // span id (hex) → name, spans of the input's trace
+	)
+	const traceID, parentSpan = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req collectortrace.ExportTraceServiceRequest
+		if err := proto.Unmarshal(body, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					if hex.EncodeToString(s.TraceId) == traceID {
+						names[hex.EncodeToString(s.SpanId)] = s.Name
+					}
+				}
+			}
+		}
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		b, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
+		_, _ = w.Write(b)
+	}))
+	defer srv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+
+	url := testenv.DatabaseURL(t)
+	bootstrap := testenv.KafkaBootstrap(t)
+	topic := testenv.Topic(t, "cmd-traces", 1)
+	ctx := context.Background()
+	pool, err := store.Open(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	env := []string{"DATABASE_URL=" + url, "KAFKA_BOOTSTRAP_SERVERS=" + bootstrap, "HTTP_ADDR=" + freeAddr(t), "LOG_LEVEL=warn"}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(runCtx, nil, env, io.Discard, io.Discard) }()
+
+	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic, Headers: outbox.OrderHeaders(map[string]string{
+		"type": relaytest.RouteGeoRef, "traceparent": "00-" + traceID + "-" + parentSpan + "-01"})})
+	recs := testenv.Consume(t, bootstrap, topic, 1, 30*time.Second)
+	tp, ok := recs[0].Header("traceparent")
+	require.True(t, ok)
+	require.Len(t, tp, 55)
+	require.Equal(t, traceID, tp[3:35], "the output continues the input's trace")
+	require.NotEqual(t, parentSpan, tp[36:52], "under a span of the relay's")
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("relay did not stop within 30s")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, "outbox publish", names[tp[36:52]], "the publish span was exported by the time the relay stopped; got %v", names)
+}
