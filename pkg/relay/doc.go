@@ -69,7 +69,7 @@
 // A row whose stored headers are not a JSON object of strings is not sent;
 // the decode error counts an attempt against that row alone.
 //
-// A batch whose delivery reports have not come after 2s (a broker that
+// A batch whose delivery reports have not come after 1.5s (a broker that
 // stops answering without resetting its connections: a blackhole, a frozen
 // process) makes the relay probe at once rather than after PublishTimeout:
 // when no broker answers, "kafka" is not ready and claims stop while the
@@ -82,7 +82,7 @@
 //
 // # Database outages and hung links
 //
-// Every database call is bounded by DBTimeout (5s). While PostgreSQL cannot
+// Every database call is bounded by DBTimeout (3s). While PostgreSQL cannot
 // be reached, or a call hangs, the relay reports "postgres" not ready and
 // retries the claim with backoff capped at ProbeMaxBackoff. No database
 // error counts an attempt against a row: a read-only server (25006, an old

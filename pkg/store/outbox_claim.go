@@ -134,8 +134,9 @@ func (o *Outbox) Claim(ctx context.Context, limit int, maxBytes int64, lease tim
 // releaseTokenTimeout bounds the give-back of a failed claim. Short: the
 // claim usually failed because the link or the server is in trouble, and
 // the caller's own timeout (relay.Config.DBTimeout) must not be doubled by
-// a second hung statement; healthy, it takes milliseconds.
-const releaseTokenTimeout = time.Second
+// a second hung statement; healthy, it takes milliseconds. Leases it cannot
+// give back expire (OUTBOX_LOCK_TIMEOUT): delayed, never lost.
+const releaseTokenTimeout = 500 * time.Millisecond
 
 // releaseToken gives back the leases of a failed claim, on a context that
 // outlives a cancelled ctx, for at most releaseTokenTimeout. Errors are
