@@ -74,7 +74,7 @@
 // process) makes the relay probe at once rather than after PublishTimeout:
 // when no broker answers, "kafka" is not ready and claims stop while the
 // batch waits out its timeout and gives its leases back. An idle relay
-// (nothing delivered for 5s) probes every 5s, so it reports an outage too.
+// (nothing delivered for a second) probes every second, so it reports an outage too.
 //
 // Probes repeat with a backoff capped at ProbeMaxBackoff (1s): cheap, so
 // the relay is claiming again within about a second of the cluster's
@@ -93,7 +93,7 @@
 //
 // Workers sleep until [Relay.Notified] (a NOTIFY) or the poll interval.
 // Behind a transaction pooler LISTEN hears nothing; the relay notices rows
-// that polls find and no notification announced (three polls in a row) and
+// that a poll finds and no notification announced, and
 // reports route_passport_outbox_relay_wakeup_mode{mode="poll"}, logging the
 // change once; the next notification switches it back to "notify".
 //

@@ -35,10 +35,11 @@ func (r *Relay) confirmOutage(ctx context.Context, cause error) error {
 }
 
 // idleProbeEvery is how often the relay probes the cluster while no batch
-// has been delivered for as long: without it an idle relay would stay
-// ready through a Kafka outage until its next batch. One metadata request
-// every 5s is nothing for a broker.
-const idleProbeEvery = 5 * time.Second
+// has been delivered for as long: without it an idle relay (the ingestor
+// behind the same dead link writes nothing) would stay ready through a
+// Kafka outage until its next batch. One metadata request a second is
+// nothing for a broker; a busy relay sends none.
+const idleProbeEvery = time.Second
 
 // watchKafka probes the cluster at start, and again after every outage a
 // worker confirms, until a broker answers, and probes an idle relay's

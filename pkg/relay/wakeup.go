@@ -13,11 +13,13 @@ const (
 	modePoll   = "poll"
 )
 
-// missesForPoll is how many polls in a row, with no notification heard
-// between, must find rows created since the worker's previous claim before
-// the relay says it is polling: one could be a notification still on its
-// way; three poll intervals of silence while rows keep arriving are not.
-const missesForPoll = 3
+// missesForPoll is how many polls, with no notification heard since, must
+// find rows created after the worker's previous claim before the relay
+// says it is polling. One is enough: with a working LISTEN the rows'
+// notification arrives within a millisecond of their commit, long before
+// a claim that sees them has returned, so a miss means notifications do not
+// arrive (a false alarm is corrected by the next notification).
+const missesForPoll = 1
 
 // Notified is called for every NOTIFY on the outbox channel: it wakes the
 // workers and, if the relay had concluded that notifications do not
