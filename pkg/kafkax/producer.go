@@ -132,6 +132,12 @@ func (pr *Producer) newClient() (*kafka.Producer, error) {
 		// limit would fail locally; the topic's max.message.bytes is the
 		// limit that matters.
 		"message.max.bytes": 16 << 20,
+		// librdkafka backs off reconnects up to 10s by default, so a
+		// broker back from a freeze or a blackhole would wait that long to
+		// be asked again; 1s keeps recovery within seconds (a reconnect is
+		// one TCP handshake and an ApiVersion request).
+		"reconnect.backoff.ms":     100,
+		"reconnect.backoff.max.ms": 1000,
 	}, producerEnforced(pr.cfg))
 	stopLogs := bridgeLogs(pr.logger, m, "producer")
 	p, err := kafka.NewProducer(&m)

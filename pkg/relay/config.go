@@ -51,8 +51,8 @@ type Config struct {
 	Retention time.Duration
 	// ProbeMaxBackoff caps the wait between broker probes in an outage, and
 	// between claims and mark retries while PostgreSQL is unreachable
-	// (default 1s). A probe is one metadata request or one connection
-	// attempt, cheap enough to repeat every second for as long as an outage
+	// (default 500ms). A probe is one metadata request or one connection
+	// attempt, cheap enough to repeat twice a second for as long as an outage
 	// lasts; a long cap would only add to the time to recover after the
 	// dependency is back (at most one cap, plus the probe).
 	ProbeMaxBackoff time.Duration
@@ -146,7 +146,7 @@ func (c Config) WithDefaults() Config {
 	c.MaxClaimBytes = cmp.Or(c.MaxClaimBytes, DefaultMaxClaimBytes)
 	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
 	c.Retention = cmp.Or(c.Retention, 168*time.Hour)
-	c.ProbeMaxBackoff = cmp.Or(c.ProbeMaxBackoff, time.Second)
+	c.ProbeMaxBackoff = cmp.Or(c.ProbeMaxBackoff, 500*time.Millisecond)
 	c.DBTimeout = cmp.Or(c.DBTimeout, DefaultDBTimeout)
 	c.Workers = cmp.Or(c.Workers, 2)
 	c.StatsInterval = cmp.Or(c.StatsInterval, 5*time.Second)

@@ -76,7 +76,7 @@
 // batch waits out its timeout and gives its leases back. An idle relay
 // (nothing delivered for a second) probes every second, so it reports an outage too.
 //
-// Probes repeat with a backoff capped at ProbeMaxBackoff (1s): cheap, so
+// Probes repeat with a backoff capped at ProbeMaxBackoff (500ms): cheap, so
 // the relay is claiming again within about a second of the cluster's
 // return.
 //
