@@ -56,9 +56,9 @@ type Config struct {
 	// lasts; a long cap would only add to the time to recover after the
 	// dependency is back (at most one cap, plus the probe).
 	ProbeMaxBackoff time.Duration
-	// DBTimeout bounds every database call of the relay: claim, marks,
-	// retries, postpones, releases, the pause-flag read, gauges and the
-	// retention sweep (default 3s). A healthy call takes milliseconds (a
+	// DBTimeout bounds the relay's claims, the pause-flag read, gauges and
+	// the retention sweep (default 3s); marks, retries, postpones and
+	// releases get three times as long (see writeCall). A healthy call takes milliseconds (a
 	// claim or mark of 500 rows ~10-50ms, a second or so under a checkpoint
 	// stall), so 3s cuts only a hung link or a lock wait, and the relay
 	// reports "postgres" not ready within about that long of a blackhole

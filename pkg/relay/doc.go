@@ -82,7 +82,8 @@
 //
 // # Database outages and hung links
 //
-// Every database call is bounded by DBTimeout (3s). While PostgreSQL cannot
+// Every database call is bounded: claims by DBTimeout (3s), marks and the
+// other writes by three times that. While PostgreSQL cannot
 // be reached, or a call hangs, the relay reports "postgres" not ready and
 // retries the claim with backoff capped at ProbeMaxBackoff. No database
 // error counts an attempt against a row: a read-only server (25006, an old

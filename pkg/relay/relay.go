@@ -17,6 +17,18 @@ func (r *Relay) dbCall(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, r.cfg.DBTimeout)
 }
 
+// writeCall returns ctx bounded by three times Config.DBTimeout, for one
+// mark, retry, postpone or release. Those write hundreds of rows and wait
+// for their commit's fsync, which under a backlog burst (the ingestor
+// catching up after an outage) queues behind other writers: measured in
+// pkg/e2e broker-freeze-recovery, 500-row marks passed 3s on this loaded
+// machine, and a timeout there is a retry and a readiness flip for a
+// database that is only busy. Claims keep the short bound: they are what
+// detects a hung link.
+func (r *Relay) writeCall(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, 3*r.cfg.DBTimeout)
+}
+
 // Relay moves outbox rows to Kafka. Build it with New, run it with Run, and
 // call Wake on every outbox notification.
 type Relay struct {

@@ -121,13 +121,13 @@ func (r *Relay) postpone(ctx context.Context, deadline time.Time, b *batch) {
 	})
 }
 
-// retryDB runs fn, each call bounded by DBTimeout, until it succeeds, ctx
+// retryDB runs fn, each call bounded by writeCall, until it succeeds, ctx
 // ends or the lease deadline passes (after which the rows belong to whoever
 // claims them next anyway).
 func (r *Relay) retryDB(ctx context.Context, deadline time.Time, op string, fn func(context.Context) error) {
 	bo := backoff.New(100*time.Millisecond, r.cfg.ProbeMaxBackoff)
 	for {
-		c, cancel := r.dbCall(ctx)
+		c, cancel := r.writeCall(ctx)
 		err := fn(c)
 		cancel()
 		if err == nil {
