@@ -39,10 +39,6 @@ func TestSoakLarge(t *testing.T) {
 
 	small := r.database("small")
 	smallPool := r.pool(small)
-	seed(t, smallPool, backlog, "small")
-	sRes := r.drain(small, smallPool, backlog, "small", nil)
-	say("soak-large: small table: %s", sRes)
-
 	large := r.database("large")
 	largePool := r.pool(large)
 	say("soak-large: building %d PUBLISHED rows by SQL ...", rows)
@@ -52,9 +48,17 @@ func TestSoakLarge(t *testing.T) {
 	var size int64
 	_ = largePool.QueryRow(ctx, `select pg_total_relation_size('route_passport_outbox')`).Scan(&size)
 	say("soak-large: built in %s; outbox %s", build.Round(time.Second), mb(size))
-	seed(t, largePool, backlog, "large1")
-	lRes := r.drain(large, largePool, backlog, "large", nil)
-	say("soak-large: large table: %s", lRes)
+	// Small and large alternate, so that the machine's noise falls on both.
+	var smalls, larges []drained
+	for i := range envInt(t, "SOAK_LARGE_RUNS", 2) {
+		seed(t, smallPool, backlog, fmt.Sprintf("s%d", i))
+		smalls = append(smalls, r.drain(small, smallPool, backlog, fmt.Sprintf("small-%d", i), nil))
+		say("soak-large: empty outbox, run %d: %s", i+1, smalls[i])
+		seed(t, largePool, backlog, fmt.Sprintf("l%d", i))
+		larges = append(larges, r.drain(large, largePool, backlog, fmt.Sprintf("large-%d", i), nil))
+		say("soak-large: %d retained rows, run %d: %s", rows, i+1, larges[i])
+	}
+	sRes, lRes := best(smalls), best(larges)
 
 	// The sweep: the relay with the default retention deletes the 20 M rows
 	// (published 30 days ago). Its first sweep starts a minute after start.
@@ -62,9 +66,12 @@ func TestSoakLarge(t *testing.T) {
 	say("soak-large: sweep: %s", sw.text)
 
 	fmt.Fprintf(&b, "Outbox of %d PUBLISHED rows (minimal payloads, built by SQL in %s): %s in all (heap, indexes, TOAST).\n\n", rows, build.Round(time.Second), mb(size))
-	b.WriteString("| backlog of " + fmt.Sprint(backlog) + " PENDING events | events/s | claim ms (mean) | claims |\n|---|---:|---:|---:|\n")
+	b.WriteString("| backlog of " + fmt.Sprint(backlog) + " PENDING events (best of the runs) | events/s | claim ms (mean) | claims |\n|---|---:|---:|---:|\n")
 	fmt.Fprintf(&b, "| empty outbox | %.0f | %.2f | %d |\n", sRes.rate, sRes.claimMs, sRes.claims)
 	fmt.Fprintf(&b, "| %d retained rows | %.0f | %.2f | %d |\n", rows, lRes.rate, lRes.claimMs, lRes.claims)
+	for i := range smalls {
+		fmt.Fprintf(&b, "| run %d: empty / retained | %.0f / %.0f | %.2f / %.2f | |\n", i+1, smalls[i].rate, larges[i].rate, smalls[i].claimMs, larges[i].claimMs)
+	}
 	fmt.Fprintf(&b, "| large ÷ empty | %.2f | %.2f | |\n", lRes.rate/sRes.rate, lRes.claimMs/sRes.claimMs)
 	fmt.Fprintf(&b, "| %d retained rows, retention sweep running | %.0f | %.2f | %d |\n\n", rows, sw.drain.rate, sw.drain.claimMs, sw.drain.claims)
 	within := lRes.rate >= 0.9*sRes.rate && lRes.claimMs <= 1.1*sRes.claimMs
@@ -183,6 +190,18 @@ func firstLine(q string) string {
 	q = strings.TrimSpace(q)
 	l, _, _ := strings.Cut(q, "\n")
 	return l
+}
+
+// best is the run with the highest rate (the one the machine's noise
+// disturbed least).
+func best(ds []drained) drained {
+	var b drained
+	for _, d := range ds {
+		if d.rate > b.rate {
+			b = d
+		}
+	}
+	return b
 }
 
 type drained struct {

@@ -27,6 +27,8 @@ type run struct {
 	missingO int
 	errs     []string
 	total    time.Duration
+	// passports: the bytes per passport at the end (route_passports, WAL).
+	passports string
 }
 
 func TestSoak(t *testing.T) {
@@ -128,6 +130,11 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	res.status = statusCounts(ctx, url)
+	var wal int64
+	for _, x := range res.samples {
+		wal += x.WAL
+	}
+	res.passports = passportBytes(ctx, url, wal)
 	res.total = time.Since(began)
 	stopConsume()
 

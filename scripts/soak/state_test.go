@@ -68,3 +68,26 @@ func statusCounts(ctx context.Context, dbURL string) map[string]int64 {
 	}
 	return out
 }
+
+// passportBytes measures what the passports cost at the end of a run: the
+// route_passports table (heap, indexes, TOAST) per row, and the WAL written
+// per passport over the whole run (ingest, relay, sweep and vacuum).
+func passportBytes(ctx context.Context, dbURL string, walTotal int64) string {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return "not measured: " + err.Error()
+	}
+	defer conn.Close(context.Background())
+	var n, heap, idx, toast int64
+	err = conn.QueryRow(ctx, `select (select count(*) from route_passports), pg_relation_size(c.oid), pg_indexes_size(c.oid),
+		coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0)
+		from pg_class c where c.oid = 'route_passports'::regclass`).Scan(&n, &heap, &idx, &toast)
+	if err != nil || n == 0 {
+		return fmt.Sprintf("not measured (%v)", err)
+	}
+	var avgRaw, avgStored float64
+	_ = conn.QueryRow(ctx, `select avg(octet_length(raw_payload::text))::float8, avg(pg_column_size(raw_payload) + pg_column_size(geometry_wkt))::float8
+		from (select raw_payload, geometry_wkt from route_passports limit 10000) x`).Scan(&avgRaw, &avgStored)
+	return fmt.Sprintf("route_passports: %d rows, %.0f bytes per passport (heap %.0f, indexes %.0f, TOAST %.0f; raw_payload text %.0f bytes, stored raw_payload + geometry_wkt %.0f bytes); WAL of the whole run %.0f bytes per passport",
+		n, float64(heap+idx+toast)/float64(n), float64(heap)/float64(n), float64(idx)/float64(n), float64(toast)/float64(n), avgRaw, avgStored, float64(walTotal)/float64(n))
+}
