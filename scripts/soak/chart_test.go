@@ -21,7 +21,7 @@ func writeChart(path string, r *run) error {
 	type series struct {
 		name string
 		y    func(sample) float64
-		col  color.RGBA
+		col  color.Color
 	}
 	panels := []struct {
 		title, ylabel string
@@ -50,14 +50,30 @@ func writeChart(path string, r *run) error {
 		p.Legend.Top = true
 		ymax := 0.0
 		for _, ln := range pn.lines {
+			for _, s := range r.samples {
+				if y := ln.y(s); !math.IsNaN(y) {
+					ymax = max(ymax, y)
+				}
+			}
+		}
+		// The shade first, so that the lines are drawn over it.
+		if r.cfg.hold > 0 && ymax > 0 {
+			a, b := r.cfg.holdStart.Minutes(), (r.cfg.holdStart + r.cfg.hold).Minutes()
+			shade, err := plotter.NewPolygon(plotter.XYs{{X: a, Y: 0}, {X: b, Y: 0}, {X: b, Y: ymax}, {X: a, Y: ymax}})
+			if err != nil {
+				return err
+			}
+			shade.Color = color.NRGBA{R: 150, G: 150, B: 150, A: 60}
+			shade.LineStyle.Width = 0
+			p.Add(shade)
+			p.Legend.Add("snapshot held", shade)
+		}
+		for _, ln := range pn.lines {
 			pts := make(plotter.XYs, 0, len(r.samples))
 			for _, s := range r.samples {
-				y := ln.y(s)
-				if math.IsNaN(y) {
-					continue
+				if y := ln.y(s); !math.IsNaN(y) {
+					pts = append(pts, plotter.XY{X: s.T.Minutes(), Y: y})
 				}
-				pts = append(pts, plotter.XY{X: s.T.Minutes(), Y: y})
-				ymax = max(ymax, y)
 			}
 			if len(pts) == 0 {
 				continue
@@ -70,17 +86,6 @@ func writeChart(path string, r *run) error {
 			l.Width = vg.Points(1.2)
 			p.Add(l)
 			p.Legend.Add(ln.name, l)
-		}
-		if r.cfg.hold > 0 && ymax > 0 {
-			a, b := r.cfg.holdStart.Minutes(), (r.cfg.holdStart + r.cfg.hold).Minutes()
-			shade, err := plotter.NewPolygon(plotter.XYs{{X: a, Y: 0}, {X: b, Y: 0}, {X: b, Y: ymax}, {X: a, Y: ymax}})
-			if err != nil {
-				return err
-			}
-			shade.Color = color.RGBA{R: 120, G: 120, B: 120, A: 40}
-			shade.LineStyle.Width = 0
-			p.Add(shade)
-			p.Legend.Add("snapshot held", shade)
 		}
 		p.Add(plotter.NewGrid())
 		grid[i] = []*plot.Plot{p}

@@ -36,5 +36,8 @@
 // 2m), SOAK_HOLD (5m; 0 = no hold), SOAK_HOLD_START (default: the hold is
 // centred in the run), SOAK_REPORT (soak-report.md at the repository top;
 // the CSV and chart are written next to it), SOAK_RELAY_ENV (extra
-// space-separated NAME=value settings for the relay).
+// space-separated NAME=value settings for the relay), SOAK_PG_SETTINGS
+// (space-separated name=value server settings, e.g. autovacuum_naptime=10s).
+// make soak-large: SOAK_LARGE_ROWS (20,000,000), SOAK_LARGE_BACKLOG
+// (200,000), SOAK_LARGE_RUNS (2).
 package soak

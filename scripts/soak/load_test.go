@@ -131,9 +131,15 @@ func (l *load) produce(ctx context.Context, cl *kgo.Client, rate int, seed uint6
 				l.mu.Lock()
 				l.inflight[r.RouteID] = &sent{at: time.Now()}
 				l.mu.Unlock()
-				cl.Produce(ctx, &kgo.Record{Key: r.Key, Value: r.Value}, func(_ *kgo.Record, err error) {
+				// Not ctx: a record handed over when the run ends is still
+				// delivered, not aborted and counted as missing.
+				id := r.RouteID
+				cl.Produce(context.Background(), &kgo.Record{Key: r.Key, Value: r.Value}, func(_ *kgo.Record, err error) {
 					if err != nil {
 						l.produceErrs.Add(1)
+						l.mu.Lock()
+						delete(l.inflight, id)
+						l.mu.Unlock()
 						return
 					}
 					l.produced.Add(1)

@@ -84,6 +84,15 @@ func newRig(t *testing.T, pgSettings map[string]string) *rig {
 	for k, v := range pgSettings {
 		conf[k] = v
 	}
+	// SOAK_PG_SETTINGS: server settings to try (space-separated name=value,
+	// e.g. autovacuum_naptime=10s); the default is PostgreSQL's own.
+	for _, kv := range strings.Fields(os.Getenv("SOAK_PG_SETTINGS")) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			t.Fatalf("soak: SOAK_PG_SETTINGS: %q is not name=value", kv)
+		}
+		conf[k] = "'" + v + "'"
+	}
 	r.pg = testenv.NewPostgresCluster(t, testenv.PostgresOptions{Fsync: true, Settings: conf})
 	admin, err := pgxpool.New(context.Background(), r.pg.URL("postgres"))
 	if err != nil {
