@@ -155,6 +155,7 @@ func reportText(r *run, v []target, csvName, pngName string) string {
 			float64(s.Total())/1e6, float64(s.Heap)/1e6, float64(s.Index)/1e6, float64(s.Toast)/1e6, s.Live, s.Dead,
 			s.Autovacuums, float64(x.wal)/1e6, x.claimMs, x.cpuIng, x.cpuRel, x.cpuPG, 100*x.bsy)
 	}
+	b.WriteString("\nThe large retained outbox (20 M PUBLISHED rows: relay throughput, claim time, the retention sweep's delete rate and WAL) is measured by `make soak-large`: [soak-large-report.md](soak-large-report.md). Sizing: [docs/capacity.md](docs/capacity.md).\n")
 	b.WriteString("\n## How the figures are taken\n\n")
 	b.WriteString("- Both binaries run as processes (bin/ingestor, bin/outbox-relay, default settings unless stated) against a throwaway PostgreSQL cluster (fsync, synchronous_commit and full_page_writes on, default autovacuum, `pg_stat_statements` loaded) and the dev broker (kfake in a child process). The soak's own producer (passportgen, a realistic mix), consumer and sampler run in the test binary on the same machine.\n")
 	b.WriteString("- Latency: receive time of each output record − send time of its passport; percentiles from 2 %-wide histogram buckets (so a figure is the bucket's upper bound, within 2 %).\n")
