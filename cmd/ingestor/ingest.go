@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/pcp/route-processing/pkg/config"
@@ -12,6 +13,7 @@ import (
 	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/obs"
 	"github.com/pcp/route-processing/pkg/store"
+	"github.com/pcp/route-processing/pkg/tracing"
 )
 
 // runIngest wires bin/ingestor: HTTP endpoints first (so /healthz and
@@ -27,6 +29,24 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	reg := obs.NewRegistry()
 	ready := obs.NewReadiness(reg, "route_passport_ingest")
 	metrics := ingest.NewMetrics(reg)
+
+	// Tracing is off unless an OTLP endpoint is configured (OTEL_*).
+	tp, err := tracing.New(ctx, "route-passport-ingestor", buildVersion())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Flush what the last batches traced; bounded, inside the pod's 30 s.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tp.Shutdown(sctx); err != nil {
+			logger.Warn("flushing traces", "err", err)
+		}
+	}()
+	if tp.Enabled {
+		cfg.Ingest.Tracer = tp.Tracer("github.com/pcp/route-processing/pkg/ingest")
+		logger.Info("tracing on")
+	}
 
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHTTP()
@@ -68,7 +88,8 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 		return err
 	}
 	logger.Info("starting", "topic", cfg.TopicInput, "group", cfg.ConsumerGroup, "dlq", cfg.TopicInputDLQ,
-		"batch_size", cfg.Ingest.BatchSize, "batch_max_wait", cfg.Ingest.BatchMaxWait)
+		"batch_size", cfg.Ingest.BatchSize, "batch_max_wait", cfg.Ingest.BatchMaxWait,
+		"db_timeout", in.DBTimeout())
 
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	defer stopProbe()
@@ -102,6 +123,14 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// buildVersion is the main module's version as the toolchain recorded it.
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Version
+	}
+	return "unknown"
 }
 
 // consumerCloseTimeout bounds leaving the group, so that shutdown stays

@@ -152,6 +152,10 @@ func New(logger *slog.Logger, cfg Config, consumer Consumer, st Store, dl DLQ, m
 	return in, nil
 }
 
+// DBTimeout is the bound of each database call in effect (INGEST_DB_TIMEOUT
+// or its default derived from the batch size).
+func (in *Ingestor) DBTimeout() time.Duration { return in.cfg.WriteTimeout }
+
 // Run consumes until ctx ends or a fatal error, then finishes (bounded) the
 // batches in flight, commits what they finished and returns. The caller
 // closes the consumer afterwards.
