@@ -37,20 +37,26 @@ func TestFailoverAndTimeoutErrorsAreOutages(t *testing.T) {
 	t.Parallel()
 	url := testenv.DatabaseURL(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
+	fresh := func() *pgx.Conn {
+		c, err := pgx.Connect(ctx, url)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close(ctx) })
+		return c
+	}
 	kinds := map[string]error{}
 
+	// A deadline closes the connection (pgx cannot tell what the server
+	// did), so each case gets its own.
 	tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	_, err = conn.Exec(tctx, "select pg_sleep(5)")
+	_, err := fresh().Exec(tctx, "select pg_sleep(5)")
 	cancel()
 	kinds["statement timed out by the caller"] = err
 
+	conn := fresh()
 	_, err = conn.Exec(ctx, "set statement_timeout = '20ms'; select pg_sleep(1)")
 	kinds["statement_timeout (57014)"] = err
 
-	tx, err := conn.Begin(ctx)
+	tx, err := fresh().Begin(ctx)
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx, "set transaction read only")
 	require.NoError(t, err)
@@ -58,10 +64,8 @@ func TestFailoverAndTimeoutErrorsAreOutages(t *testing.T) {
 	kinds["read-only transaction (25006)"] = err
 	_ = tx.Rollback(ctx)
 
-	victim, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer victim.Close(ctx)
-	_, err = conn.Exec(ctx, "select pg_terminate_backend($1)", victim.PgConn().PID())
+	victim := fresh()
+	_, err = fresh().Exec(ctx, "select pg_terminate_backend($1)", victim.PgConn().PID())
 	require.NoError(t, err)
 	time.Sleep(100 * time.Millisecond)
 	_, err = victim.Exec(ctx, "select 1")
