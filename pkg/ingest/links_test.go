@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/ingest"
+	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
 
@@ -187,4 +188,60 @@ func (p *blackholeProxy) set(frozen bool) {
 	p.frozen = frozen
 	p.mu.Unlock()
 	p.cond.Broadcast()
+}
+
+// A frozen DLQ broker (SIGSTOP: connections open, nothing answers) while
+// invalid records arrive: not ready within a few seconds (a produce
+// outstanding 1s triggers a metadata probe, which fails), nothing
+// committed that was not dead-lettered, and dead-lettering resumes within
+// a probe tick of the thaw although the retry backoff may be at 30s.
+func TestFrozenDLQBrokerRecoversWithinSeconds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1, "")
+	dlqBroker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 1})
+	b.dlqTopic = testenv.CreateTopic(t, dlqBroker.Addr(), "ingest-dlq", 1)
+	p, err := kafkax.NewProducer(b.logger, kafkax.ProducerConfig{
+		ClientConfig:    kafkax.ClientConfig{BootstrapServers: dlqBroker.Addr(), ClientID: "ingest-test-dlq"},
+		DeliveryTimeout: 3 * time.Second,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close(5 * time.Second) })
+	b.producer = p
+	r := b.start(t, func(c *ingest.Config) { c.MaxBackoff = 30 * time.Second })
+
+	bad := func(n int) []testenv.Record {
+		out := make([]testenv.Record, n)
+		for i := range out {
+			out[i] = testenv.Record{Key: []byte("bad"), Value: []byte("{")}
+		}
+		return out
+	}
+	all := testenv.Produce(t, b.bootstrap, b.topic, bad(3)...)
+	b.waitCommitted(t, endOffsets(all), 60*time.Second)
+	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
+
+	dlqBroker.Pause(t)
+	frozen := time.Now()
+	all = append(all, testenv.Produce(t, b.bootstrap, b.topic, bad(5)...)...)
+	require.Eventually(t, func() bool { return r.readyz(t) != http.StatusOK }, 15*time.Second, 20*time.Millisecond,
+		"a hung DLQ is reported")
+	notReady := time.Since(frozen)
+	// Several delivery timeouts, so that the retry backoff grows.
+	for time.Since(frozen) < 12*time.Second {
+		require.NotEqual(t, http.StatusOK, r.readyz(t), "ready while the DLQ is frozen")
+		time.Sleep(200 * time.Millisecond)
+	}
+	committedDuring := b.committed(t)
+	dlqBroker.Resume(t)
+	thawed := time.Now()
+	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 60*time.Second, 20*time.Millisecond)
+	ready := time.Since(thawed)
+	b.waitCommitted(t, endOffsets(all), 60*time.Second)
+	t.Logf("figures: DLQ broker frozen 12s: not ready %.2fs after the freeze; ready %.2fs and all committed %.2fs after the thaw",
+		notReady.Seconds(), ready.Seconds(), time.Since(thawed).Seconds())
+	require.Less(t, notReady, 5*time.Second)
+	require.LessOrEqual(t, ready, 2*time.Second, "dead-lettering within 2s of the thaw")
+	require.NoError(t, r.stop(t))
+	require.LessOrEqual(t, committedDuring[0], endOffsets(all[:3])[0], "nothing committed during the freeze that was not dead-lettered")
+	require.GreaterOrEqual(t, len(testenv.ReadAll(t, dlqBroker.Addr(), b.dlqTopic)), 8, "every invalid record dead-lettered (at least once)")
 }
