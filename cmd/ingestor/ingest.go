@@ -48,6 +48,11 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 		logger.Info("tracing on")
 	}
 
+	// Not ready until PostgreSQL and a broker were reached: registered
+	// before HTTP serves, so that no /readyz answers 200 in between.
+	ready.Set(ingest.ComponentPostgres, "not reached yet")
+	ready.Set("kafka", "not probed yet")
+
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHTTP()
 	httpErr, err := obs.Serve(httpCtx, logger, cfg.HTTPAddr, obs.Handler(reg, ready))
