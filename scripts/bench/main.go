@@ -22,12 +22,13 @@ type config struct {
 	runs          int
 	ingestN       int // passports on the pre-filled topic
 	perMessageCap time.Duration
-	e2eRate       int // passports/s
+	e2eRates      []int // passports/s, each a series of the latency and floor phases
 	e2eFor        time.Duration
+	floorFor      time.Duration
 	backlogRows   int
 	budget        time.Duration
-	// only names the phases to run (ingest, relay, latency, backlog; relay
-	// and backlog need ingest); empty runs all.
+	// only names the phases to run (see phases; relay and backlog need
+	// ingest); empty runs all.
 	only []string
 }
 
@@ -36,10 +37,11 @@ func configFromEnv() config {
 		runs:          envInt("BENCH_RUNS", 3),
 		ingestN:       envInt("BENCH_INGEST_N", 25_000),
 		perMessageCap: envDur("BENCH_PER_MESSAGE_CAP", 30*time.Second),
-		e2eRate:       envInt("BENCH_E2E_RATE", 1_000),
+		e2eRates:      envInts("BENCH_E2E_RATES", []int{1_000, 4_000}),
 		e2eFor:        envDur("BENCH_E2E_DURATION", 30*time.Second),
+		floorFor:      envDur("BENCH_FLOOR_DURATION", 15*time.Second),
 		backlogRows:   envInt("BENCH_BACKLOG_ROWS", 200_000),
-		budget:        envDur("BENCH_BUDGET", 9*time.Minute+30*time.Second),
+		budget:        envDur("BENCH_BUDGET", 13*time.Minute),
 	}
 	if v := os.Getenv("BENCH_ONLY"); v != "" {
 		c.only = strings.Split(v, ",")
@@ -73,10 +75,13 @@ type bench struct {
 
 // results are what the phases measured, for the table and the report.
 type results struct {
-	ing ingestResults
-	rel relayResults
-	lat latencyResults
-	blg backlogResults
+	ing     ingestResults
+	ingCeil ingestCeilingResults
+	rel     relayResults
+	relCeil relayCeilingResults
+	lat     latencyResults
+	floor   floorResults
+	blg     backlogResults
 }
 
 // phase is one measured part of the benchmark: a name (BENCH_ONLY), its
@@ -89,14 +94,17 @@ type phase struct {
 	run   func(b *bench, deadline time.Time, r *results)
 }
 
-// phases are run in this order; relay and backlog copy the ingest phase's
-// databases.
+// phases are run in this order, each ceiling next to the service figure it
+// bounds; relay and backlog copy the ingest phase's databases.
 func phases() []phase {
 	return []phase{
-		{"ingest", 0.30, func(b *bench, d time.Time, r *results) { r.ing = b.ingestPhase(d) }},
-		{"relay", 0.25, func(b *bench, d time.Time, r *results) { r.rel = b.relayPhase(r.ing.dbs, d) }},
-		{"latency", 0.20, func(b *bench, d time.Time, r *results) { r.lat = b.latencyPhase(d) }},
-		{"backlog", 0.25, func(b *bench, d time.Time, r *results) { r.blg = b.backlogPhase(r.ing.dbs, d) }},
+		{"ingest", 0.20, func(b *bench, d time.Time, r *results) { r.ing = b.ingestPhase(d) }},
+		{"ingest-ceiling", 0.06, func(b *bench, d time.Time, r *results) { r.ingCeil = b.ingestCeilingPhase(d) }},
+		{"relay", 0.14, func(b *bench, d time.Time, r *results) { r.rel = b.relayPhase(r.ing.dbs, d) }},
+		{"relay-ceiling", 0.05, func(b *bench, d time.Time, r *results) { r.relCeil = b.relayCeilingPhase(d) }},
+		{"latency", 0.30, func(b *bench, d time.Time, r *results) { r.lat = b.latencyPhase(d) }},
+		{"floor", 0.12, func(b *bench, d time.Time, r *results) { r.floor = b.floorPhase(d) }},
+		{"backlog", 0.13, func(b *bench, d time.Time, r *results) { r.blg = b.backlogPhase(r.ing.dbs, d) }},
 	}
 }
 
@@ -143,11 +151,12 @@ func (b *bench) run() {
 
 	// Pre-fill the input topic once; every ingest run reads it with a group
 	// of its own into a fresh database.
+	prefill := b.cfg.ingestN
 	if !b.cfg.enabled("ingest") {
-		b.cfg.ingestN = 0
+		prefill = 0
 	}
-	say("bench: pre-filling %s with %d passports ...", topicInput, b.cfg.ingestN)
-	recs := e2e.GenValid(1, b.cfg.ingestN)
+	say("bench: pre-filling %s with %d passports ...", topicInput, prefill)
+	recs := e2e.GenValid(1, prefill)
 	p := e2e.NewProducer(t, b.bootstrap, topicInput)
 	for i, r := range recs {
 		p.Send(i, r.Key, r.Value)
@@ -165,8 +174,11 @@ func (b *bench) run() {
 		}
 	}
 
-	table := b.table(res.ing, res.rel, res.lat, res.blg, machine)
+	table := b.table(&res, machine)
+	targets := targetsTable(&res)
 	fmt.Println()
 	fmt.Println(table)
-	b.writeReport(table, res.ing, res.rel, res.lat, res.blg)
+	fmt.Println(targets)
+	fmt.Println(budgetTable(res.lat.series))
+	b.writeReport(table, targets, &res)
 }

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pcp/route-processing/pkg/e2e"
+	"github.com/pcp/route-processing/pkg/passportgen"
+	"github.com/pcp/route-processing/pkg/store"
+)
+
+// The ingest ceiling: what PostgreSQL alone (fsync on, the same schema and
+// indexes from the same migrations) takes of the rows the ingestor writes,
+// with no Kafka in the way. Two connections each take 1,000 passports at a
+// time: parse them and render the payloads (pkg/passport, as the service
+// does), COPY the passports and the outbox rows into temporary tables, then
+// INSERT … SELECT … ON CONFLICT into the real tables and NOTIFY, one
+// transaction per 1,000.
+
+const (
+	ceilingIngestTxRows = 1_000
+	ceilingIngestConns  = 2
+)
+
+type ingestCeilingResults struct {
+	rates []float64 // passports/s per run
+	n     int
+	errs  []string
+	obs   []observation
+}
+
+func (b *bench) ingestCeilingPhase(deadline time.Time) ingestCeilingResults {
+	r := ingestCeilingResults{n: b.cfg.ingestN}
+	recs := e2e.GenValid(1, b.cfg.ingestN) // the passports of the ingest phase
+	ocfg := outboxConfigOf(b.ingestorConfig())
+	for run := 0; run < b.cfg.runs; run++ {
+		if run > 0 && !fits(deadline, r.obs) {
+			break
+		}
+		say("bench: ingest ceiling run %d/%d: DB-only writer, %d passports, COPY + INSERT … SELECT … ON CONFLICT, %d per transaction, %d connections ...",
+			run+1, b.cfg.runs, len(recs), ceilingIngestTxRows, ceilingIngestConns)
+		rate, obs, err := b.ingestCeilingRun(run, recs, ocfg)
+		if err != nil {
+			r.errs = append(r.errs, err.Error())
+			break
+		}
+		say("bench:   DB-only: %.0f passports/s", rate)
+		r.rates = append(r.rates, rate)
+		r.obs = append(r.obs, obs)
+	}
+	return r
+}
+
+func (b *bench) ingestCeilingRun(run int, recs []passportgen.Record, ocfg store.OutboxConfig) (float64, observation, error) {
+	db := fmt.Sprintf("ceiling_ingest_%d", run)
+	url := b.pg.CreateDatabase(b.t, db, true)
+	defer b.dropDB(db)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	conns := make([]*pgx.Conn, ceilingIngestConns)
+	for i := range conns {
+		c, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return 0, observation{}, fmt.Errorf("ingest ceiling: connect: %w", err)
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(ctx, ceilingTempTablesSQL); err != nil {
+			return 0, observation{}, fmt.Errorf("ingest ceiling: temporary tables: %w", err)
+		}
+		conns[i] = c
+	}
+	chunks := make(chan int, len(recs)/ceilingIngestTxRows+1)
+	for lo := 0; lo < len(recs); lo += ceilingIngestTxRows {
+		chunks <- lo
+	}
+	close(chunks)
+
+	s := b.startSampler(db, nil)
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, len(conns))
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for lo := range chunks {
+				if err := writeCeilingChunk(ctx, c, recs, lo, min(lo+ceilingIngestTxRows, len(recs)), ocfg); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	obs := s.stop()
+	for _, err := range errs {
+		if err != nil {
+			return 0, obs, fmt.Errorf("ingest ceiling run %d: %w", run, err)
+		}
+	}
+	var have int
+	if err := b.scalar(url, `select count(*) from route_passport_outbox`, &have); err != nil {
+		return 0, obs, err
+	}
+	if have != 2*len(recs) {
+		return 0, obs, fmt.Errorf("ingest ceiling run %d: %d outbox rows, want %d", run, have, 2*len(recs))
+	}
+	return float64(len(recs)) / el.Seconds(), obs, nil
+}
+
+// ceilingTempTablesSQL: per session, emptied by each commit.
+const ceilingTempTablesSQL = `
+create temp table ceiling_passports (like route_passports including defaults) on commit delete rows;
+create temp table ceiling_outbox (
+    id uuid, route_id uuid, event_type text, topic text, message_key text, payload jsonb, headers jsonb
+) on commit delete rows`
+
+var ceilingPassportCols = []string{
+	"route_id", "route_name_full", "route_name_short", "ka_short", "ka_full",
+	"orbit_number", "orbit_state", "interval_begin", "interval_end",
+	"roll_angle_min", "roll_angle_max", "visir_angle_min", "visir_angle_max",
+	"resolution_range", "resolution_azimuth", "polarisation", "processing_level",
+	"geometry_wkt", "route_status", "trace_id", "correlation_id",
+	"source_topic", "source_partition", "source_offset", "source_key", "raw_payload",
+}
+
+var ceilingOutboxCols = []string{"id", "route_id", "event_type", "topic", "message_key", "payload", "headers"}
+
+// The same upsert and insert-if-absent as the service's write (last record
+// of a route wins, outbox rows only when absent), in route_id order.
+const (
+	ceilingUpsertSQL = `
+insert into route_passports (` + "route_id, route_name_full, route_name_short, ka_short, ka_full, orbit_number, orbit_state, interval_begin, interval_end, roll_angle_min, roll_angle_max, visir_angle_min, visir_angle_max, resolution_range, resolution_azimuth, polarisation, processing_level, geometry_wkt, route_status, trace_id, correlation_id, source_topic, source_partition, source_offset, source_key, raw_payload, created_at, updated_at" + `)
+select route_id, route_name_full, route_name_short, ka_short, ka_full, orbit_number, orbit_state, interval_begin, interval_end,
+    roll_angle_min, roll_angle_max, visir_angle_min, visir_angle_max, resolution_range, resolution_azimuth, polarisation,
+    processing_level, geometry_wkt, route_status, trace_id, correlation_id, source_topic, source_partition, source_offset,
+    source_key, raw_payload, statement_timestamp(), statement_timestamp()
+from ceiling_passports order by route_id
+on conflict (route_id) do update set
+    route_name_full = excluded.route_name_full, route_name_short = excluded.route_name_short,
+    ka_short = excluded.ka_short, ka_full = excluded.ka_full, orbit_number = excluded.orbit_number,
+    orbit_state = excluded.orbit_state, interval_begin = excluded.interval_begin, interval_end = excluded.interval_end,
+    roll_angle_min = excluded.roll_angle_min, roll_angle_max = excluded.roll_angle_max,
+    visir_angle_min = excluded.visir_angle_min, visir_angle_max = excluded.visir_angle_max,
+    resolution_range = excluded.resolution_range, resolution_azimuth = excluded.resolution_azimuth,
+    polarisation = excluded.polarisation, processing_level = excluded.processing_level,
+    geometry_wkt = excluded.geometry_wkt, route_status = excluded.route_status, trace_id = excluded.trace_id,
+    correlation_id = excluded.correlation_id, source_topic = excluded.source_topic,
+    source_partition = excluded.source_partition, source_offset = excluded.source_offset,
+    source_key = excluded.source_key, raw_payload = excluded.raw_payload, updated_at = statement_timestamp()`
+	ceilingOutboxSQL = `
+insert into route_passport_outbox (id, route_id, event_type, topic, message_key, payload, headers,
+    status, attempts, max_attempts, next_attempt_at)
+select id, route_id, event_type, topic, message_key, payload, headers, 'PENDING', 0, $1, now()
+from ceiling_outbox order by route_id, event_type
+on conflict (route_id, event_type) do nothing`
+)
+
+// writeCeilingChunk parses recs[lo:hi], builds their rows and writes them
+// in one transaction.
+func writeCeilingChunk(ctx context.Context, c *pgx.Conn, recs []passportgen.Record, lo, hi int, ocfg store.OutboxConfig) error {
+	// As the service: a route given twice keeps its last passport and its
+	// first outbox rows (the generated input has none twice).
+	rows := make([]ceilingRow, 0, hi-lo)
+	at := make(map[string]int, hi-lo)
+	for i := lo; i < hi; i++ {
+		r, err := buildRow(i, recs[i], ocfg)
+		if err != nil {
+			return err
+		}
+		if j, ok := at[r.rec.Passport.RouteID]; ok {
+			rows[j].rec = r.rec
+			continue
+		}
+		at[r.rec.Passport.RouteID] = len(rows)
+		rows = append(rows, r)
+	}
+	prow := make([][]any, 0, len(rows))
+	orow := make([][]any, 0, 2*len(rows))
+	for i := range rows {
+		pr, err := passportCopyRow(&rows[i].rec)
+		if err != nil {
+			return err
+		}
+		prow = append(prow, pr)
+		for j, ev := range rows[i].events {
+			rid, err := pgUUID(ev.RouteID)
+			if err != nil {
+				return err
+			}
+			orow = append(orow, []any{pgtype.UUID{Bytes: ev.ID, Valid: true}, rid, ev.Type, ev.Topic, ev.Key,
+				json.RawMessage(ev.Payload), json.RawMessage(rows[i].headersJSON[j])})
+		}
+	}
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"ceiling_passports"}, ceilingPassportCols, pgx.CopyFromRows(prow)); err != nil {
+		return fmt.Errorf("copy passports: %w", err)
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"ceiling_outbox"}, ceilingOutboxCols, pgx.CopyFromRows(orow)); err != nil {
+		return fmt.Errorf("copy outbox rows: %w", err)
+	}
+	b := &pgx.Batch{}
+	b.Queue(ceilingUpsertSQL)
+	b.Queue(ceilingOutboxSQL, ocfg.MaxAttempts)
+	b.Queue("select pg_notify($1, '')", store.NotifyChannel)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("insert … select: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func passportCopyRow(rec *store.IngestRecord) ([]any, error) {
+	p := rec.Passport
+	pol, err := json.Marshal(p.Polarisation)
+	if err != nil {
+		return nil, fmt.Errorf("encode polarisation of %s: %w", p.RouteID, err)
+	}
+	id, err := pgUUID(p.RouteID)
+	if err != nil {
+		return nil, err
+	}
+	return []any{
+		id, p.RouteNameFull, p.RouteNameShort, p.KaShort, p.KaFull,
+		p.OrbitNumber, p.OrbitState, p.IntervalBegin, p.IntervalEnd,
+		p.RollAngle.Min, p.RollAngle.Max, p.VisirAngle.Min, p.VisirAngle.Max,
+		p.ResolutionRange, p.ResolutionAzimuth, json.RawMessage(pol), p.ProcessingLevel,
+		p.GeometryWKT, p.RouteStatus, p.TraceID, p.CorrelationID,
+		rec.Topic, rec.Partition, rec.Offset, rec.Key, json.RawMessage(rec.Value),
+	}, nil
+}
+
+func pgUUID(s string) (pgtype.UUID, error) {
+	var u pgtype.UUID
+	if err := u.Scan(s); err != nil {
+		return u, fmt.Errorf("route id %q: %w", s, err)
+	}
+	return u, nil
+}
