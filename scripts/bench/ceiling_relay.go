@@ -17,6 +17,11 @@ import (
 // the outbox rows (rows.go) from the ingest phase's passports; chunks of
 // ceilingRelayChunk records are handed to ProduceBatch by
 // ceilingRelayInFlight callers, so that the client's queue never runs dry.
+//
+// Each run also produces them in the relay's shape: chunks of the relay's
+// batch size, as many in flight as it has workers, each waiting for all
+// its reports. That is not the ceiling (the relay may pipeline more) but
+// tells how much of the gap is the shape rather than the database.
 
 const (
 	ceilingRelayChunk    = 5_000
@@ -24,10 +29,13 @@ const (
 )
 
 type relayCeilingResults struct {
-	rates []float64 // records/s per run
-	n     int
-	errs  []string
-	obs   []observation
+	rates  []float64 // records/s per run
+	shaped []float64 // records/s per run in the relay's batch shape
+	batch  int       // the relay's batch size and workers, for the shape
+	work   int
+	n      int
+	errs   []string
+	obs    []observation
 }
 
 func (b *bench) relayCeilingPhase(deadline time.Time) relayCeilingResults {
@@ -38,18 +46,26 @@ func (b *bench) relayCeilingPhase(deadline time.Time) relayCeilingResults {
 		return r
 	}
 	r.n = len(recs)
+	rc := b.relayConfig().Config.WithDefaults()
+	r.batch, r.work = rc.BatchSize, rc.Workers
 	for run := 0; run < b.cfg.runs; run++ {
 		if run > 0 && !fits(deadline, r.obs) {
 			break
 		}
 		say("bench: relay ceiling run %d/%d: raw producer with the relay's settings, %d records ...", run+1, b.cfg.runs, len(recs))
-		rate, obs, err := b.relayCeilingRun(run, recs)
+		rate, obs, err := b.relayCeilingRun(run, recs, ceilingRelayChunk, ceilingRelayInFlight)
 		if err != nil {
 			r.errs = append(r.errs, err.Error())
 			break
 		}
-		say("bench:   raw produce: %.0f records/s", rate)
+		shaped, _, err := b.relayCeilingRun(run, recs, r.batch, r.work)
+		if err != nil {
+			r.errs = append(r.errs, err.Error())
+			break
+		}
+		say("bench:   raw produce: %.0f records/s; in the relay's shape (%d per batch, %d in flight): %.0f records/s", rate, r.batch, r.work, shaped)
 		r.rates = append(r.rates, rate)
+		r.shaped = append(r.shaped, shaped)
 		r.obs = append(r.obs, obs)
 	}
 	return r
@@ -71,7 +87,9 @@ func (b *bench) ceilingOutputRecords() ([]record.Record, error) {
 	return outputRecords(rows), nil
 }
 
-func (b *bench) relayCeilingRun(run int, recs []record.Record) (float64, observation, error) {
+// relayCeilingRun produces recs in chunks of chunk records, inFlight
+// ProduceBatch calls at a time.
+func (b *bench) relayCeilingRun(run int, recs []record.Record, chunk, inFlight int) (float64, observation, error) {
 	defer b.resetOutputs()
 	p, err := b.relayProducer("bench-relay-ceiling")
 	if err != nil {
@@ -89,12 +107,12 @@ func (b *bench) relayCeilingRun(run int, recs []record.Record) (float64, observa
 
 	s := b.startSampler("postgres", nil)
 	start := time.Now()
-	sem := make(chan struct{}, ceilingRelayInFlight)
+	sem := make(chan struct{}, inFlight)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var failed int
 	var firstErr error
-	for lo := 0; lo < len(recs); lo += ceilingRelayChunk {
+	for lo := 0; lo < len(recs); lo += chunk {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func(chunk []record.Record) {
@@ -109,7 +127,7 @@ func (b *bench) relayCeilingRun(run int, recs []record.Record) (float64, observa
 					mu.Unlock()
 				}
 			}
-		}(recs[lo:min(lo+ceilingRelayChunk, len(recs))])
+		}(recs[lo:min(lo+chunk, len(recs))])
 	}
 	wg.Wait()
 	el := time.Since(start)

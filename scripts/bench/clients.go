@@ -55,15 +55,22 @@ func (b *bench) outputConsumer(topics ...string) (*kgo.Client, error) {
 // relay's Kafka properties from its environment; linger.ms
 // relayProducerLinger).
 func (b *bench) relayProducer(clientID string) (*kafkax.Producer, error) {
-	cfg, err := svcconfig.LoadRelay(b.serviceEnv("postgres://bench/unused", topicInput, topicOut1, topicOut2))
-	if err != nil {
-		return nil, fmt.Errorf("relay configuration: %w", err)
-	}
+	cfg := b.relayConfig()
 	return kafkax.NewProducer(quietLogger(), kafkax.ProducerConfig{
 		ClientConfig:    kafkax.ClientConfig{BootstrapServers: b.bootstrap, Properties: cfg.ProducerProperties(), ClientID: clientID},
-		DeliveryTimeout: cfg.PublishTimeout,
+		DeliveryTimeout: cfg.Config.WithDefaults().PublishTimeout,
 		Linger:          relayProducerLinger(),
 	})
+}
+
+// relayConfig is the relay's configuration under the bench's environment,
+// read through pkg/config as bin/outbox-relay reads it.
+func (b *bench) relayConfig() svcconfig.Relay {
+	cfg, err := svcconfig.LoadRelay(b.serviceEnv("postgres://bench/unused", topicInput, topicOut1, topicOut2))
+	if err != nil {
+		b.t.Fatalf("bench: relay configuration: %v", err)
+	}
+	return cfg
 }
 
 // ingestorConsumer is a group consumer of topic with the ingestor's

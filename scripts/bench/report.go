@@ -91,7 +91,10 @@ func (b *bench) table(r *results, m machineInfo) string {
 	row("Relay, events/s", "seed (`OUTBOX_BATCH_SIZE=50`, `OUTBOX_POLL_INTERVAL=1s`)", fmtRate(sR), n(rel.seed), "—", "")
 	row("Relay, events/s", "default", fmtRate(dR), n(rel.def), "≥ 8,000/s", verdict(dR >= 8000, len(rel.def) > 0))
 	row("Relay speed-up", "default ÷ seed, same run", fmt.Sprintf("%.1f×", rR), n(rel.ratios), "—", "")
-	row("Relay ceiling, events/s", "raw producer, the relay's settings, the same records", fmtRate(median(r.relCeil.rates)), n(r.relCeil.rates), "—", "")
+	row("Relay ceiling, events/s", fmt.Sprintf("raw producer, the relay's settings, the same records, %s per ProduceBatch, %d in flight", groupDigits(ceilingRelayChunk), ceilingRelayInFlight),
+		fmtRate(median(r.relCeil.rates)), n(r.relCeil.rates), "—", "")
+	row("Raw producer in the relay's shape, events/s", fmt.Sprintf("the same, %d per ProduceBatch, %d in flight (OUTBOX_BATCH_SIZE, OUTBOX_WORKERS)", r.relCeil.batch, r.relCeil.work),
+		fmtRate(median(r.relCeil.shaped)), n(r.relCeil.shaped), "—", "")
 
 	for _, s := range r.lat.series {
 		setting := fmt.Sprintf("%s passports/s for %s, both binaries", groupDigits(int64(s.rate)), b.cfg.e2eFor)
@@ -161,8 +164,8 @@ func (b *bench) writeReport(table, targets string, r *results) {
 	sb.WriteString("\n## Per run\n\n")
 	fmt.Fprintf(&sb, "- ingest default: %s passports/s\n- ingest INGEST_BATCH_SIZE=1: %s passports/s\n- ingest ratio: %s\n- ingest ceiling: %s passports/s\n",
 		rates(ing.def), rates(ing.one), ratiosStr(ing.ratios), rates(r.ingCeil.rates))
-	fmt.Fprintf(&sb, "- relay seed: %s events/s\n- relay default: %s events/s\n- relay ratio: %s\n- relay ceiling: %s records/s\n",
-		rates(rel.seed), rates(rel.def), ratiosStr(rel.ratios), rates(r.relCeil.rates))
+	fmt.Fprintf(&sb, "- relay seed: %s events/s\n- relay default: %s events/s\n- relay ratio: %s\n- relay ceiling: %s records/s (in the relay's shape: %s)\n",
+		rates(rel.seed), rates(rel.def), ratiosStr(rel.ratios), rates(r.relCeil.rates), rates(r.relCeil.shaped))
 	for _, s := range r.lat.series {
 		fmt.Fprintf(&sb, "- latency at %s/s p50/p95/p99 ms: %v / %v / %v\n", groupDigits(int64(s.rate)), roundAll(s.p50), roundAll(s.p95), roundAll(s.p99))
 	}
