@@ -252,9 +252,10 @@ func pointRank(part string) int {
 	return -1
 }
 
-// stageOrder sorts stage names along the path: by the point they start
-// from, then the point they end at, then by name; names naming no known
-// point come last, by name.
+// stageOrder sorts stage names along the path: by the point they end at,
+// then the later start first (so that a span covering several stages, e.g.
+// created_to_published, follows its parts as a subtotal), then by name;
+// names naming no known point come last, by name.
 func stageOrder(stages []string) []string {
 	type key struct {
 		from, to int
@@ -282,11 +283,11 @@ func stageOrder(stages []string) []string {
 	}
 	sort.SliceStable(keys, func(i, j int) bool {
 		a, b := keys[i], keys[j]
-		if a.from != b.from {
-			return a.from < b.from
-		}
 		if a.to != b.to {
 			return a.to < b.to
+		}
+		if a.from != b.from {
+			return a.from > b.from
 		}
 		return a.name < b.name
 	})

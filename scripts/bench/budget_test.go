@@ -81,11 +81,12 @@ func TestStageOrderFollowsThePath(t *testing.T) {
 	in := []string{
 		"bench " + benchStage, "relay claimed_to_batch_reported", "relay zeta", "relay notify_to_claimed",
 		"ingestor parsed_to_committed", "relay created_to_claimed", "ingestor input_to_fetched", "relay alpha",
-		"ingestor fetched_to_parsed", "relay claimed_to_reported",
+		"ingestor fetched_to_parsed", "relay claimed_to_reported", "relay created_to_published", "ingestor input_to_committed",
 	}
 	want := []string{
-		"ingestor input_to_fetched", "ingestor fetched_to_parsed", "ingestor parsed_to_committed",
-		"relay created_to_claimed", "relay notify_to_claimed", "relay claimed_to_batch_reported", "relay claimed_to_reported",
+		"ingestor input_to_fetched", "ingestor fetched_to_parsed", "ingestor parsed_to_committed", "ingestor input_to_committed",
+		"relay notify_to_claimed", "relay created_to_claimed",
+		"relay claimed_to_batch_reported", "relay claimed_to_reported", "relay created_to_published",
 		"bench " + benchStage, "relay alpha", "relay zeta",
 	}
 	if got := stageOrder(in); !slices.Equal(got, want) {
