@@ -85,7 +85,7 @@ type results struct {
 }
 
 // phase is one measured part of the benchmark: a name (BENCH_ONLY), its
-// share of the budget left after the setup, and the function that runs its
+// share of the budget (relative to the other enabled phases), and the function that runs its
 // repetitions until its deadline and stores its figures. A ceiling phase (a
 // DB-only writer, a raw producer, a two-hop Kafka floor) is one more entry.
 type phase struct {
@@ -99,12 +99,12 @@ type phase struct {
 func phases() []phase {
 	return []phase{
 		{"ingest", 0.20, func(b *bench, d time.Time, r *results) { r.ing = b.ingestPhase(d) }},
-		{"ingest-ceiling", 0.06, func(b *bench, d time.Time, r *results) { r.ingCeil = b.ingestCeilingPhase(d) }},
-		{"relay", 0.14, func(b *bench, d time.Time, r *results) { r.rel = b.relayPhase(r.ing.dbs, d) }},
-		{"relay-ceiling", 0.05, func(b *bench, d time.Time, r *results) { r.relCeil = b.relayCeilingPhase(d) }},
-		{"latency", 0.30, func(b *bench, d time.Time, r *results) { r.lat = b.latencyPhase(d) }},
-		{"floor", 0.12, func(b *bench, d time.Time, r *results) { r.floor = b.floorPhase(d) }},
-		{"backlog", 0.13, func(b *bench, d time.Time, r *results) { r.blg = b.backlogPhase(r.ing.dbs, d) }},
+		{"ingest-ceiling", 0.04, func(b *bench, d time.Time, r *results) { r.ingCeil = b.ingestCeilingPhase(d) }},
+		{"relay", 0.08, func(b *bench, d time.Time, r *results) { r.rel = b.relayPhase(r.ing.dbs, d) }},
+		{"relay-ceiling", 0.03, func(b *bench, d time.Time, r *results) { r.relCeil = b.relayCeilingPhase(d) }},
+		{"latency", 0.36, func(b *bench, d time.Time, r *results) { r.lat = b.latencyPhase(d) }},
+		{"floor", 0.17, func(b *bench, d time.Time, r *results) { r.floor = b.floorPhase(d) }},
+		{"backlog", 0.12, func(b *bench, d time.Time, r *results) { r.blg = b.backlogPhase(r.ing.dbs, d) }},
 	}
 }
 
@@ -163,15 +163,24 @@ func (b *bench) run() {
 	}
 	p.Wait(5 * time.Minute)
 	recs = nil
-	setupDone := time.Since(b.start)
 
-	// The phases share what is left of the budget.
-	left := b.cfg.budget - setupDone
-	var res results
+	// The enabled phases share what is left of the budget in proportion to
+	// their shares; time a phase leaves unused goes to those after it.
+	end := b.start.Add(b.cfg.budget)
+	var shares float64
 	for _, ph := range phases() {
 		if b.cfg.enabled(ph.name) {
-			ph.run(b, time.Now().Add(time.Duration(ph.share*float64(left))), &res)
+			shares += ph.share
 		}
+	}
+	var res results
+	for _, ph := range phases() {
+		if !b.cfg.enabled(ph.name) {
+			continue
+		}
+		left := time.Until(end)
+		ph.run(b, time.Now().Add(time.Duration(float64(left)*ph.share/shares)), &res)
+		shares -= ph.share
 	}
 
 	table := b.table(&res, machine)
