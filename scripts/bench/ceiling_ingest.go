@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,23 +76,40 @@ func (b *bench) ingestCeilingRun(run int, recs []passportgen.Record, ocfg store.
 		}
 		conns[i] = c
 	}
-	chunks := make(chan int, len(recs)/ceilingIngestTxRows+1)
-	for lo := 0; lo < len(recs); lo += ceilingIngestTxRows {
-		chunks <- lo
-	}
-	close(chunks)
-
 	s := b.startSampler(db, nil)
 	start := time.Now()
+	// One goroutine parses and builds the rows of the next chunks while
+	// the two connections write, as the ingestor parses the next batch
+	// while one commits.
+	built := make(chan ceilingChunk, ceilingIngestConns)
+	go func() {
+		defer close(built)
+		for lo := 0; lo < len(recs); lo += ceilingIngestTxRows {
+			ch, err := buildCeilingChunk(recs, lo, min(lo+ceilingIngestTxRows, len(recs)), ocfg)
+			select {
+			case built <- ch:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	errs := make([]error, len(conns))
 	for i, c := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for lo := range chunks {
-				if err := writeCeilingChunk(ctx, c, recs, lo, min(lo+ceilingIngestTxRows, len(recs)), ocfg); err != nil {
+			for ch := range built {
+				err := ch.err
+				if err == nil {
+					err = writeCeilingChunk(ctx, c, ch, ocfg.MaxAttempts)
+				}
+				if err != nil {
 					errs[i] = err
+					cancel() // stops the builder and the other writer
 					return
 				}
 			}
@@ -115,9 +133,15 @@ func (b *bench) ingestCeilingRun(run int, recs []passportgen.Record, ocfg store.
 	return float64(len(recs)) / el.Seconds(), obs, nil
 }
 
-// ceilingTempTablesSQL: per session, emptied by each commit.
+// ceilingTempTablesSQL creates the session's staging tables, emptied by
+// each commit. Their large columns use the real tables' compression (lz4,
+// migration 005, where the server has it): a value compressed once while
+// staged is inserted into the real table as it is, as the service's rows
+// are compressed once; pglz staging would add a compression and a
+// decompression per value that the service does not pay.
 const ceilingTempTablesSQL = `
-create temp table ceiling_passports (like route_passports including defaults) on commit delete rows;
+do $$ begin set default_toast_compression = 'lz4'; exception when others then null; end $$;
+create temp table ceiling_passports (like route_passports including defaults including compression) on commit delete rows;
 create temp table ceiling_outbox (
     id uuid, route_id uuid, event_type text, topic text, message_key text, payload jsonb, headers jsonb
 ) on commit delete rows`
@@ -133,39 +157,38 @@ var ceilingPassportCols = []string{
 
 var ceilingOutboxCols = []string{"id", "route_id", "event_type", "topic", "message_key", "payload", "headers"}
 
-// The same upsert and insert-if-absent as the service's write (last record
-// of a route wins, outbox rows only when absent), in route_id order.
-const (
-	ceilingUpsertSQL = `
-insert into route_passports (` + "route_id, route_name_full, route_name_short, ka_short, ka_full, orbit_number, orbit_state, interval_begin, interval_end, roll_angle_min, roll_angle_max, visir_angle_min, visir_angle_max, resolution_range, resolution_azimuth, polarisation, processing_level, geometry_wkt, route_status, trace_id, correlation_id, source_topic, source_partition, source_offset, source_key, raw_payload, created_at, updated_at" + `)
-select route_id, route_name_full, route_name_short, ka_short, ka_full, orbit_number, orbit_state, interval_begin, interval_end,
-    roll_angle_min, roll_angle_max, visir_angle_min, visir_angle_max, resolution_range, resolution_azimuth, polarisation,
-    processing_level, geometry_wkt, route_status, trace_id, correlation_id, source_topic, source_partition, source_offset,
-    source_key, raw_payload, statement_timestamp(), statement_timestamp()
-from ceiling_passports order by route_id
-on conflict (route_id) do update set
-    route_name_full = excluded.route_name_full, route_name_short = excluded.route_name_short,
-    ka_short = excluded.ka_short, ka_full = excluded.ka_full, orbit_number = excluded.orbit_number,
-    orbit_state = excluded.orbit_state, interval_begin = excluded.interval_begin, interval_end = excluded.interval_end,
-    roll_angle_min = excluded.roll_angle_min, roll_angle_max = excluded.roll_angle_max,
-    visir_angle_min = excluded.visir_angle_min, visir_angle_max = excluded.visir_angle_max,
-    resolution_range = excluded.resolution_range, resolution_azimuth = excluded.resolution_azimuth,
-    polarisation = excluded.polarisation, processing_level = excluded.processing_level,
-    geometry_wkt = excluded.geometry_wkt, route_status = excluded.route_status, trace_id = excluded.trace_id,
-    correlation_id = excluded.correlation_id, source_topic = excluded.source_topic,
-    source_partition = excluded.source_partition, source_offset = excluded.source_offset,
-    source_key = excluded.source_key, raw_payload = excluded.raw_payload, updated_at = statement_timestamp()`
-	ceilingOutboxSQL = `
+// ceilingUpsertSQL is the service's upsert (last record of a route wins,
+// created_at kept, times statement_timestamp()) from the temporary table,
+// in route_id order so that the two connections lock rows in one order.
+func ceilingUpsertSQL() string {
+	cols := strings.Join(ceilingPassportCols, ", ")
+	set := make([]string, 0, len(ceilingPassportCols))
+	for _, c := range ceilingPassportCols[1:] {
+		set = append(set, c+" = excluded."+c)
+	}
+	return "insert into route_passports (" + cols + ", created_at, updated_at)\n" +
+		"select " + cols + ", statement_timestamp(), statement_timestamp() from ceiling_passports order by route_id\n" +
+		"on conflict (route_id) do update set " + strings.Join(set, ", ") + ", updated_at = statement_timestamp()"
+}
+
+// ceilingOutboxSQL inserts the outbox rows a route does not have yet, as
+// the service's write.
+const ceilingOutboxSQL = `
 insert into route_passport_outbox (id, route_id, event_type, topic, message_key, payload, headers,
     status, attempts, max_attempts, next_attempt_at)
 select id, route_id, event_type, topic, message_key, payload, headers, 'PENDING', 0, $1, now()
 from ceiling_outbox order by route_id, event_type
 on conflict (route_id, event_type) do nothing`
-)
 
-// writeCeilingChunk parses recs[lo:hi], builds their rows and writes them
-// in one transaction.
-func writeCeilingChunk(ctx context.Context, c *pgx.Conn, recs []passportgen.Record, lo, hi int, ocfg store.OutboxConfig) error {
+// ceilingChunk is one transaction's rows, ready for COPY.
+type ceilingChunk struct {
+	passports, outbox [][]any
+	err               error
+}
+
+// buildCeilingChunk parses recs[lo:hi] and builds their rows.
+func buildCeilingChunk(recs []passportgen.Record, lo, hi int, ocfg store.OutboxConfig) (ceilingChunk, error) {
+	fail := func(err error) (ceilingChunk, error) { return ceilingChunk{err: err}, err }
 	// As the service: a route given twice keeps its last passport and its
 	// first outbox rows (the generated input has none twice).
 	rows := make([]ceilingRow, 0, hi-lo)
@@ -173,7 +196,7 @@ func writeCeilingChunk(ctx context.Context, c *pgx.Conn, recs []passportgen.Reco
 	for i := lo; i < hi; i++ {
 		r, err := buildRow(i, recs[i], ocfg)
 		if err != nil {
-			return err
+			return fail(err)
 		}
 		if j, ok := at[r.rec.Passport.RouteID]; ok {
 			rows[j].rec = r.rec
@@ -182,37 +205,41 @@ func writeCeilingChunk(ctx context.Context, c *pgx.Conn, recs []passportgen.Reco
 		at[r.rec.Passport.RouteID] = len(rows)
 		rows = append(rows, r)
 	}
-	prow := make([][]any, 0, len(rows))
-	orow := make([][]any, 0, 2*len(rows))
+	ch := ceilingChunk{passports: make([][]any, 0, len(rows)), outbox: make([][]any, 0, 2*len(rows))}
 	for i := range rows {
 		pr, err := passportCopyRow(&rows[i].rec)
 		if err != nil {
-			return err
+			return fail(err)
 		}
-		prow = append(prow, pr)
+		ch.passports = append(ch.passports, pr)
 		for j, ev := range rows[i].events {
 			rid, err := pgUUID(ev.RouteID)
 			if err != nil {
-				return err
+				return fail(err)
 			}
-			orow = append(orow, []any{pgtype.UUID{Bytes: ev.ID, Valid: true}, rid, ev.Type, ev.Topic, ev.Key,
+			ch.outbox = append(ch.outbox, []any{pgtype.UUID{Bytes: ev.ID, Valid: true}, rid, ev.Type, ev.Topic, ev.Key,
 				json.RawMessage(ev.Payload), json.RawMessage(rows[i].headersJSON[j])})
 		}
 	}
+	return ch, nil
+}
+
+// writeCeilingChunk writes one chunk in one transaction.
+func writeCeilingChunk(ctx context.Context, c *pgx.Conn, ch ceilingChunk, maxAttempts int) error {
 	tx, err := c.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"ceiling_passports"}, ceilingPassportCols, pgx.CopyFromRows(prow)); err != nil {
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"ceiling_passports"}, ceilingPassportCols, pgx.CopyFromRows(ch.passports)); err != nil {
 		return fmt.Errorf("copy passports: %w", err)
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"ceiling_outbox"}, ceilingOutboxCols, pgx.CopyFromRows(orow)); err != nil {
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"ceiling_outbox"}, ceilingOutboxCols, pgx.CopyFromRows(ch.outbox)); err != nil {
 		return fmt.Errorf("copy outbox rows: %w", err)
 	}
 	b := &pgx.Batch{}
-	b.Queue(ceilingUpsertSQL)
-	b.Queue(ceilingOutboxSQL, ocfg.MaxAttempts)
+	b.Queue(ceilingUpsertSQL())
+	b.Queue(ceilingOutboxSQL, maxAttempts)
 	b.Queue("select pg_notify($1, '')", store.NotifyChannel)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("insert … select: %w", err)
