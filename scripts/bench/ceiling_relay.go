@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pcp/route-processing/pkg/e2e"
 	"github.com/pcp/route-processing/pkg/record"
 )
@@ -14,7 +16,8 @@ import (
 // relay's settings) publishes of the same records to the same broker,
 // without PostgreSQL: claims, marks and the wait for each batch's reports
 // are what the relay adds. The records are built as the ingestor builds
-// the outbox rows (rows.go) from the ingest phase's passports; chunks of
+// the outbox rows (rows.go) from the ingest phase's passports, their
+// payloads passed through jsonb as the relay reads them; chunks of
 // ceilingRelayChunk records are handed to ProduceBatch by
 // ceilingRelayInFlight callers, so that the client's queue never runs dry.
 //
@@ -84,7 +87,49 @@ func (b *bench) ceilingOutputRecords() ([]record.Record, error) {
 		}
 		rows[i] = r
 	}
-	return outputRecords(rows), nil
+	recs := outputRecords(rows)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := jsonbPayloads(ctx, b.admin, recs); err != nil {
+		return nil, fmt.Errorf("relay ceiling: %w", err)
+	}
+	return recs, nil
+}
+
+// jsonbPayloads replaces each record's payload by its text as the relay
+// reads it back from the outbox's jsonb column (PostgreSQL's normal form:
+// keys reordered, a space after each colon and comma), so that the ceiling
+// publishes the relay's bytes, not the ingestor's rendering.
+func jsonbPayloads(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, recs []record.Record) error {
+	docs := make([]string, len(recs))
+	for i := range recs {
+		docs[i] = string(recs[i].Value)
+	}
+	rows, err := q.Query(ctx, `select d::jsonb::text from unnest($1::text[]) with ordinality as t(d, i) order by i`, docs)
+	if err != nil {
+		return fmt.Errorf("payloads through jsonb: %w", err)
+	}
+	defer rows.Close()
+	i := 0
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return fmt.Errorf("payloads through jsonb: %w", err)
+		}
+		if i < len(recs) {
+			recs[i].Value = []byte(v)
+		}
+		i++
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("payloads through jsonb: %w", err)
+	}
+	if i != len(recs) {
+		return fmt.Errorf("payloads through jsonb: %d of %d returned", i, len(recs))
+	}
+	return nil
 }
 
 // relayCeilingRun produces recs in chunks of chunk records, inFlight

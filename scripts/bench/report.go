@@ -139,7 +139,7 @@ func (b *bench) writeReport(table, targets string, r *results) {
 		groupDigits(int64(r.ingCeil.n)))
 	fmt.Fprintf(&sb, "- **Relay**: a file-level copy of a database the ingestor filled in the ingest phase (%s PENDING rows, real payloads); bin/outbox-relay publishes to the dev broker; rate = published rows (the relay's route_passport_outbox_published_total) from the first to the last ÷ that time; PUBLISHED is then checked in SQL.\n",
 		groupDigits(int64(rel.rows)))
-	fmt.Fprintf(&sb, "- **Relay ceiling**: the %s records the relay would publish for the ingest phase's passports (payloads, keys, headers and topics built as the ingestor builds the outbox rows), produced by a producer with the relay's settings to the same broker in chunks of %s, %d chunks in flight; rate = records ÷ time from the first produce to the last delivery report. The same records are then produced in the relay's shape (its batch size per ProduceBatch, its worker count in flight), for comparison only.\n",
+	fmt.Fprintf(&sb, "- **Relay ceiling**: the %s records the relay would publish for the ingest phase's passports (keys, headers and topics built as the ingestor builds the outbox rows, payloads passed through jsonb as the relay reads them back), produced by a producer with the relay's settings to the same broker in chunks of %s, %d chunks in flight; rate = records ÷ time from the first produce to the last delivery report. The same records are then produced in the relay's shape (its batch size per ProduceBatch, its worker count in flight), for comparison only.\n",
 		groupDigits(int64(r.relCeil.n)), groupDigits(ceilingRelayChunk), ceilingRelayInFlight)
 	var samples, missing []int
 	var maxes []float64
