@@ -7,6 +7,13 @@
 # GitHub, is never contacted).
 #
 #   bash scripts/chart-check.sh
+#   bash scripts/chart-check.sh --monitoring-out DIR
+#
+# The second form only renders the all-features values and writes what a plain
+# Prometheus reads into DIR: rules.yaml (the PrometheusRule's groups) and
+# scrape.json (the ServiceMonitor's endpoint); the Prometheus integration test
+# (scripts/promtest) uses it. promtool (Debian package prometheus) checks and
+# unit-tests the rendered rules (charts/test/promtool).
 #
 # Tools and schemas are cached in $CHART_TOOLS_DIR (default
 # ~/.cache/pcp-route-processing/tools, outside the work tree); the first run
@@ -33,6 +40,11 @@ step() { printf '\n==> %s\n' "$*"; }
 die() { printf 'chart-check: FAIL: %s\n' "$*" >&2; exit 1; }
 
 command -v go >/dev/null || die "go is not on PATH"
+monitoring_out=
+if [[ ${1:-} == --monitoring-out ]]; then
+	monitoring_out=${2:?--monitoring-out needs a directory}
+	mkdir -p "$monitoring_out"
+fi
 mkdir -p "$tools"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -54,6 +66,17 @@ kubeconform=$tools/kubeconform-$KUBECONFORM_VERSION/kubeconform
 if [[ ! -x $kubeconform ]]; then
 	step "building kubeconform $KUBECONFORM_VERSION into $tools"
 	install_tool "$tools/kubeconform-$KUBECONFORM_VERSION" "github.com/yannh/kubeconform/cmd/kubeconform@$KUBECONFORM_VERSION"
+fi
+
+# promextract: rendered manifests -> rules file (+ scrape settings).
+extract() { # manifests rules.yaml [scrape.json]
+	(cd "$testmod" && go run ./cmd/promextract -rules "$2" ${3:+-scrape "$3"} <"$1")
+}
+if [[ -n $monitoring_out ]]; then
+	"$helm" template pcp "$chart" --namespace routes --kube-version "$KUBE_VERSION" \
+		-f "$chart/ci/all-features-values.yaml" >"$work/all-features.yaml" || die "helm template failed"
+	extract "$work/all-features.yaml" "$monitoring_out/rules.yaml" "$monitoring_out/scrape.json"
+	exit 0
 fi
 
 # --- offline schemas ---------------------------------------------------------
@@ -114,7 +137,16 @@ for v in "${variants[@]}"; do
 	kubeconform_strict "$work/$v.yaml"
 done
 
-# --- (c) behaviour tests ---------------------------------------------------------
+# --- (c) the alerts in promtool -------------------------------------------------
+command -v promtool >/dev/null || die "promtool is not on PATH (apt-get install prometheus)"
+step "promtool check rules + test rules (all-features PrometheusRule, charts/test/promtool)"
+mkdir -p "$work/promtool"
+extract "$work/all-features.yaml" "$work/promtool/rules.yaml"
+promtool check rules "$work/promtool/rules.yaml"
+cp "$testmod"/promtool/*_test.yaml "$work/promtool/"
+(cd "$work/promtool" && promtool test rules ./*_test.yaml)
+
+# --- (d) behaviour tests ---------------------------------------------------------
 step "go vet + go test in charts/test (renders the chart with helm $HELM_VERSION)"
 (cd "$testmod" && go vet ./... && HELM=$helm KUBE_VERSION=$KUBE_VERSION go test -count=1 ./...)
 

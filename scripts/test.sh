@@ -10,6 +10,18 @@ mkdir -p .cache
 log=.cache/test.log
 flags=${TEST_FLAGS:--race -count=1 -timeout 20m -p 2}
 
+# scripts/promtest needs the chart's rendered rules and scrape settings
+# (helm); render them once here rather than inside the test's timeout.
+if [ -z "${PCP_MONITORING_DIR:-}" ]; then
+  PCP_MONITORING_DIR=$(mktemp -d)
+  trap 'rm -rf "$PCP_MONITORING_DIR"' EXIT
+  if ! bash scripts/chart-check.sh --monitoring-out "$PCP_MONITORING_DIR" >.cache/monitoring-render.log 2>&1; then
+    echo "test.sh: rendering the chart's monitoring failed (.cache/monitoring-render.log); scripts/promtest will retry and fail"
+    unset PCP_MONITORING_DIR
+  fi
+fi
+export PCP_MONITORING_DIR
+
 # shellcheck disable=SC2086
 go test $flags -v "${@:-./...}" >"$log" 2>&1
 rc=$?

@@ -19,7 +19,7 @@ func TestDashboardFile(t *testing.T) {
 
 // requireDashboard checks that the dashboard is valid JSON and plots what an
 // operator needs: ingest and DLQ rates, outbox backlog and age, publish rate
-// and latency, readiness.
+// and latency, readiness, and what keeps vacuum from keeping the outbox small.
 func requireDashboard(t *testing.T, raw []byte) {
 	t.Helper()
 	var dash struct {
@@ -54,7 +54,11 @@ func requireDashboard(t *testing.T, raw []byte) {
 		"route_passport_outbox_publish_duration_seconds_bucket{",
 		"route_passport_outbox_ingest_to_publish_seconds_bucket{",
 		"route_passport_ingest_ready{",
-		"route_passport_outbox_ready{",
+		"route_passport_outbox_relay_ready{",
+		"route_passport_db_oldest_xact_age_seconds{",
+		"route_passport_outbox_dead_tuples{",
+		"route_passport_outbox_live_tuples{",
+		"route_passport_outbox_table_bytes{",
 	} {
 		require.Contains(t, all, want, "dashboard must plot %s", want)
 	}

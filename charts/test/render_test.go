@@ -262,6 +262,8 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"GracePeriodBelowShutdown", []string{"--set", "ingestor.terminationGracePeriodSeconds=30"}, "terminationGracePeriodSeconds"},
 		{"UnknownKedaTrigger", []string{"--set", "ingestor.keda.trigger=cpu"}, "trigger"},
 		{"RelayKedaMinZero", []string{"--set", "relay.keda.minReplicaCount=0"}, "minReplicaCount"},
+		{"AlertForNotPrometheusDuration", []string{"--set", "prometheusRule.notReadyFor=1.5h"}, "notReadyFor"},
+		{"BloatRatioZero", []string{"--set", "prometheusRule.deadTuplesRatio=0"}, "deadTuplesRatio"},
 		{"MinAboveMax", []string{"--set", "ingestor.autoscaling.minReplicas=9"}, "minReplicas (9) must be <= maxReplicas"},
 	}
 	for _, tc := range cases {
@@ -357,7 +359,7 @@ func TestDefaultRender(t *testing.T) {
 	t.Run("ComponentSettings", func(t *testing.T) {
 		ing := envByName(r.deployments[ingestorName].Spec.Template.Spec.Containers[0])
 		require.Equal(t, "500", ing["INGEST_BATCH_SIZE"].Value)
-		require.Equal(t, "20ms", ing["INGEST_BATCH_MAX_WAIT"].Value)
+		require.Equal(t, "0s", ing["INGEST_BATCH_MAX_WAIT"].Value)
 		rel := envByName(r.deployments[relayName].Spec.Template.Spec.Containers[0])
 		require.Equal(t, "500", rel["OUTBOX_BATCH_SIZE"].Value)
 		require.Equal(t, "1s", rel["OUTBOX_POLL_INTERVAL"].Value)
@@ -624,12 +626,15 @@ func TestAllFeatures(t *testing.T) {
 			"PcpOutboxRowsFailed":               "route_passport_outbox_failed_total",
 			"PcpOutboxOldestPendingTooOld":      "route_passport_outbox_oldest_pending_age_seconds",
 			"PcpOutboxRelayPaused":              "route_passport_outbox_paused",
-			"PcpOutboxRelayNotReady":            "route_passport_outbox_ready",
+			"PcpOutboxRelayNotReady":            "route_passport_outbox_relay_ready",
 			"PcpIngestDeadLetteringContract":    "route_passport_ingest_failure_total",
 			"PcpIngestDeadLetteringNonContract": "route_passport_ingest_failure_total",
 			"PcpIngestConsumerLagHigh":          "route_passport_ingest_consumer_lag",
 			"PcpIngestorNotReady":               "route_passport_ingest_ready",
 			"PcpTargetDown":                     "up",
+			"PcpDatabaseXminHorizonHeld":        "route_passport_db_oldest_xact_age_seconds",
+			"PcpOutboxBloated":                  "route_passport_outbox_dead_tuples",
+			"PcpOutboxTableGrowing":             "route_passport_outbox_table_bytes",
 		}
 		for alert, metric := range want {
 			require.Contains(t, exprs, alert)

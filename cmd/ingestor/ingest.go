@@ -9,10 +9,8 @@ import (
 
 	"github.com/pcp/route-processing/pkg/config"
 	"github.com/pcp/route-processing/pkg/ingest"
-	"github.com/pcp/route-processing/pkg/ingest/adapters"
 	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/obs"
-	"github.com/pcp/route-processing/pkg/passport"
 	"github.com/pcp/route-processing/pkg/store"
 )
 
@@ -24,7 +22,8 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	base := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	logger := base.With("component", "ingest")
 	reg := obs.NewRegistry()
 	ready := obs.NewReadiness(reg, "route_passport_ingest")
 	metrics := ingest.NewMetrics(reg)
@@ -43,12 +42,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 		return err
 	}
 	defer pool.Close()
-	passports := store.NewPassports(pool, store.OutboxConfig{
-		TopicProcessedRoute:    cfg.TopicProcessedRoute,
-		TopicRouteGeoreference: cfg.TopicRouteGeoreference,
-		MessageKey:             cfg.MessageKey,
-		MaxAttempts:            cfg.OutboxMaxAttempts,
-	})
+	passports := store.NewPassports(pool, cfg.OutboxMaxAttempts)
 
 	client := kafkax.ClientConfig{
 		BootstrapServers: cfg.KafkaBootstrapServers,
@@ -66,27 +60,15 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 		return err
 	}
 
-	batchWait := cfg.BatchMaxWait
-	if batchWait == 0 {
-		// INGEST_BATCH_MAX_WAIT=0: do not wait for a batch to fill; a free
-		// slot takes what was polled. (Zero in ingest.Config means the
-		// default.)
-		batchWait = ingest.NoBatchWait
-	}
-	in, err := ingest.New(logger, ingest.Config{
-		ConsumerGroup: cfg.ConsumerGroup,
-		BatchSize:     cfg.BatchSize,
-		BatchMaxWait:  batchWait,
-		Limits:        passport.Limits{MaxValueBytes: cfg.MaxValueBytes, MaxPositions: cfg.MaxPositions},
-		RecordRetries: cfg.RecordRetries,
-		MaxBackoff:    cfg.MaxBackoff,
-	}, adapters.Consumer{C: consumer}, adapters.Store{S: passports}, adapters.DLQ{P: producer, Topic: cfg.TopicInputDLQ}, metrics, ready)
+	// ingest.New adds component=ingest itself.
+	in, err := ingest.New(base, cfg.Ingest, consumer, passports,
+		producer, metrics, ready)
 	if err != nil {
 		_ = consumer.Close()
 		return err
 	}
-	logger.Info("ingest: starting", "topic", cfg.TopicInput, "group", cfg.ConsumerGroup, "dlq", cfg.TopicInputDLQ,
-		"batch_size", cfg.BatchSize, "batch_max_wait", cfg.BatchMaxWait)
+	logger.Info("starting", "topic", cfg.TopicInput, "group", cfg.ConsumerGroup, "dlq", cfg.TopicInputDLQ,
+		"batch_size", cfg.Ingest.BatchSize, "batch_max_wait", cfg.Ingest.BatchMaxWait)
 
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	defer stopProbe()
@@ -106,10 +88,10 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	select {
 	case err := <-closed:
 		if err != nil {
-			logger.Warn("ingest: closing the consumer", "err", err)
+			logger.Warn("closing the consumer", "err", err)
 		}
 	case <-time.After(consumerCloseTimeout):
-		logger.Error("ingest: the consumer did not close in time; exiting without it", "timeout", consumerCloseTimeout)
+		logger.Error("the consumer did not close in time; exiting without it", "timeout", consumerCloseTimeout)
 	}
 	stopHTTP()
 	if err := <-httpErr; err != nil && runErr == nil {
@@ -118,7 +100,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	if runErr != nil {
 		return fmt.Errorf("ingest: %w", runErr)
 	}
-	logger.Info("ingest: stopped")
+	logger.Info("stopped")
 	return nil
 }
 
@@ -138,9 +120,9 @@ func probeKafka(ctx context.Context, logger *slog.Logger, consumer *kafkax.Consu
 		}
 		if ready.Set("kafka", reason) {
 			if reason == "" {
-				logger.Info("ingest: kafka reachable")
+				logger.Info("kafka reachable")
 			} else {
-				logger.Warn("ingest: kafka unreachable; records wait in the topic", "err", reason)
+				logger.Warn("kafka unreachable; records wait in the topic", "err", reason)
 			}
 		}
 		select {

@@ -90,7 +90,7 @@ func runDLQReplay(ctx context.Context, args, environ []string, stdout, stderr io
 	if err != nil {
 		return &config.UsageError{Msg: "dlq-replay: " + err.Error()}
 	}
-	logger.InfoContext(ctx, "dlq-replay: starting", "from", rcfg.DLQTopic, "to", rcfg.Topic, "dry_run", rcfg.DryRun)
+	logger.With("component", "dlq-replay").InfoContext(ctx, "starting", "from", rcfg.DLQTopic, "to", rcfg.Topic, "dry_run", rcfg.DryRun)
 	res, err := rp.Run(ctx)
 	fmt.Fprintf(stdout, "dlq-replay: dry_run=%t %s\n", opts.DryRun, res)
 	return err

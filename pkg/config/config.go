@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcp/route-processing/pkg/ingest"
+	"github.com/pcp/route-processing/pkg/passport"
 	"github.com/pcp/route-processing/pkg/relay"
 )
 
@@ -101,22 +103,10 @@ type Ingestor struct {
 	Common
 	// ConsumerGroup is the Kafka consumer group (KAFKA_CONSUMER_GROUP).
 	ConsumerGroup string
-	// BatchSize is the most records written in one transaction (INGEST_BATCH_SIZE).
-	BatchSize int
-	// BatchMaxWait bounds how long a batch waits to fill (INGEST_BATCH_MAX_WAIT).
-	BatchMaxWait time.Duration
-	// MaxValueBytes: larger record values are contract errors (INGEST_MAX_VALUE_BYTES).
-	MaxValueBytes int
-	// MaxPositions: geometries with more positions are contract errors
-	// (INGEST_MAX_POSITIONS).
-	MaxPositions int
-	// RecordRetries is how many times a record that the database alone
-	// rejects is retried before it is dead-lettered as RETRYABLE
-	// (INGEST_RECORD_RETRIES).
-	RecordRetries int
-	// MaxBackoff caps the wait between retries while the database or the
-	// DLQ is unavailable (INGEST_MAX_BACKOFF).
-	MaxBackoff time.Duration
+	// Ingest is ingest.DefaultConfig() with the INGEST_* variables, the
+	// group, the DLQ topic and the event settings mapped onto it, and
+	// validated by ingest (whose defaults and rules these are).
+	Ingest ingest.Config
 	// OutboxMaxAttempts is stored in each new outbox row's max_attempts
 	// (OUTBOX_MAX_ATTEMPTS).
 	OutboxMaxAttempts int
@@ -136,14 +126,33 @@ func LoadIngestor(environ []string) (Ingestor, error) {
 	c := Ingestor{
 		Common:            r.common(),
 		ConsumerGroup:     r.str("KAFKA_CONSUMER_GROUP", "pcp-route-processing-service"),
-		BatchSize:         r.intRange("INGEST_BATCH_SIZE", 500, 1, 100_000),
-		BatchMaxWait:      r.duration("INGEST_BATCH_MAX_WAIT", 20*time.Millisecond, true),
-		MaxValueBytes:     r.intRange("INGEST_MAX_VALUE_BYTES", 1<<20, 1, 1<<30),
-		MaxPositions:      r.intRange("INGEST_MAX_POSITIONS", 100_000, 4, 100_000_000),
-		RecordRetries:     r.intRange("INGEST_RECORD_RETRIES", 3, 0, 100),
-		MaxBackoff:        r.duration("INGEST_MAX_BACKOFF", 30*time.Second, false),
 		OutboxMaxAttempts: r.intRange("OUTBOX_MAX_ATTEMPTS", 10, 1, 1_000_000),
 	}
+	in := ingest.DefaultConfig()
+	in.ConsumerGroup = c.ConsumerGroup
+	in.DLQTopic = c.TopicInputDLQ
+	in.Events = passport.EventConfig{
+		TopicProcessedRoute:    c.TopicProcessedRoute,
+		TopicRouteGeoreference: c.TopicRouteGeoreference,
+		MessageKey:             c.MessageKey,
+	}
+	for _, v := range ingestVars {
+		switch dst := v.dst(&in).(type) {
+		case *int:
+			r.setInt(v.name, dst)
+		case *time.Duration:
+			r.setDuration(v.name, dst)
+		}
+	}
+	if r.err == nil {
+		var fe *ingest.FieldError
+		if err := in.Validate(); errors.As(err, &fe) {
+			r.fail(ingestVarOf(fe.Field), fe.Reason)
+		} else if err != nil {
+			r.fail("INGEST_*", err.Error())
+		}
+	}
+	c.Ingest = in
 	return c, r.err
 }
 
@@ -162,6 +171,59 @@ func relayVars() map[string]string {
 		"ProbeMaxBackoff": "OUTBOX_PROBE_MAX_BACKOFF",
 		"Workers":         "OUTBOX_WORKERS",
 	}
+}
+
+// ingestVars maps the INGEST_* variables onto ingest.Config fields.
+var ingestVars = []struct {
+	name, field string
+	dst         func(*ingest.Config) any
+}{
+	{"INGEST_BATCH_SIZE", "BatchSize", func(c *ingest.Config) any { return &c.BatchSize }},
+	{"INGEST_BATCH_MAX_WAIT", "BatchMaxWait", func(c *ingest.Config) any { return &c.BatchMaxWait }},
+	{"INGEST_MAX_VALUE_BYTES", "Limits.MaxValueBytes", func(c *ingest.Config) any { return &c.Limits.MaxValueBytes }},
+	{"INGEST_MAX_POSITIONS", "Limits.MaxPositions", func(c *ingest.Config) any { return &c.Limits.MaxPositions }},
+	{"INGEST_RECORD_RETRIES", "RecordRetries", func(c *ingest.Config) any { return &c.RecordRetries }},
+	{"INGEST_MAX_BACKOFF", "MaxBackoff", func(c *ingest.Config) any { return &c.MaxBackoff }},
+}
+
+// ingestVarOf names the variable behind an ingest.Config field (the field
+// itself when no variable sets it).
+func ingestVarOf(field string) string {
+	for _, v := range ingestVars {
+		if v.field == field {
+			return v.name
+		}
+	}
+	return field
+}
+
+// setInt parses the variable into dst when it is set; the range is the
+// component's rule, checked by its Validate.
+func (r *reader) setInt(name string, dst *int) {
+	s, ok := r.env[name]
+	if !ok || s == "" {
+		return
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		r.fail(name, fmt.Sprintf("%q is not an integer", s))
+		return
+	}
+	*dst = v
+}
+
+// setDuration parses the variable into dst when it is set.
+func (r *reader) setDuration(name string, dst *time.Duration) {
+	s, ok := r.env[name]
+	if !ok || s == "" {
+		return
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		r.fail(name, fmt.Sprintf("%q is not a duration (Go syntax, e.g. 500ms, 30s, 2m)", s))
+		return
+	}
+	*dst = v
 }
 
 // LoadRelay reads the relay's configuration from environ (os.Environ form).

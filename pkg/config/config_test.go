@@ -26,10 +26,15 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, "json", ing.LogFormat)
 	require.Equal(t, slog.LevelInfo, ing.LogLevel)
 	require.Equal(t, "traceId", ing.MessageKey)
-	require.Equal(t, 500, ing.BatchSize)
-	require.Equal(t, 20*time.Millisecond, ing.BatchMaxWait)
-	require.Equal(t, 1<<20, ing.MaxValueBytes)
-	require.Equal(t, 100_000, ing.MaxPositions)
+	require.Equal(t, 500, ing.Ingest.BatchSize)
+	require.Equal(t, time.Duration(0), ing.Ingest.BatchMaxWait, "natural batching")
+	require.Equal(t, 1<<20, ing.Ingest.Limits.MaxValueBytes)
+	require.Equal(t, 100_000, ing.Ingest.Limits.MaxPositions)
+	require.Equal(t, 3, ing.Ingest.RecordRetries)
+	require.Equal(t, 30*time.Second, ing.Ingest.MaxBackoff)
+	require.Equal(t, "pcp-route-processing-service", ing.Ingest.ConsumerGroup)
+	require.Equal(t, "pcp.request.survey-georeference-dlq.v1", ing.Ingest.DLQTopic)
+	require.Equal(t, "pcp.route.in.v1", ing.Ingest.Events.TopicProcessedRoute)
 
 	rel, err := LoadRelay(env())
 	require.NoError(t, err)
@@ -65,6 +70,10 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"message key", env("OUTBOX_MESSAGE_KEY=id"), false, "OUTBOX_MESSAGE_KEY"},
 		{"batch size", env("INGEST_BATCH_SIZE=0"), false, "INGEST_BATCH_SIZE"},
 		{"batch wait", env("INGEST_BATCH_MAX_WAIT=fast"), false, "INGEST_BATCH_MAX_WAIT"},
+		{"negative batch wait", env("INGEST_BATCH_MAX_WAIT=-1ms"), false, "INGEST_BATCH_MAX_WAIT"},
+		{"positions below the minimum", env("INGEST_MAX_POSITIONS=3"), false, "INGEST_MAX_POSITIONS"},
+		{"retries not int", env("INGEST_RECORD_RETRIES=x"), false, "INGEST_RECORD_RETRIES"},
+		{"zero ingest backoff", env("INGEST_MAX_BACKOFF=0s"), false, "INGEST_MAX_BACKOFF"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/pcp/route-processing/docs/schemas"
 	"github.com/pcp/route-processing/pkg/contractschema"
-	"github.com/pcp/route-processing/pkg/ingest"
+	"github.com/pcp/route-processing/pkg/dlq"
 	"github.com/pcp/route-processing/pkg/passport"
 	"github.com/pcp/route-processing/pkg/record"
 )
@@ -22,18 +22,18 @@ func dlqHeaders(category, field, message string) []record.Header {
 	hs := []record.Header{
 		{Key: "traceparent", Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")},
 		{Key: "binary-original", Value: []byte{0xff, 0x00}},
-		{Key: ingest.HeaderOriginalTopic, Value: []byte("pcp.request.survey-georeference.v1")},
-		{Key: ingest.HeaderOriginalPartition, Value: binary.BigEndian.AppendUint32(nil, 3)},
-		{Key: ingest.HeaderOriginalOffset, Value: binary.BigEndian.AppendUint64(nil, 1<<40)},
-		{Key: ingest.HeaderOriginalTimestamp, Value: binary.BigEndian.AppendUint64(nil, 1777371300000)},
-		{Key: ingest.HeaderOriginalTimestampType, Value: []byte(record.TimestampCreateTime)},
-		{Key: ingest.HeaderOriginalGroup, Value: []byte("pcp-route-processing-service")},
-		{Key: ingest.HeaderExceptionFQCN, Value: []byte(ingest.FQCNContractViolation)},
-		{Key: ingest.HeaderExceptionMessage, Value: []byte(message)},
-		{Key: ingest.HeaderErrorCategory, Value: []byte(category)},
+		{Key: dlq.HeaderOriginalTopic, Value: []byte("pcp.request.survey-georeference.v1")},
+		{Key: dlq.HeaderOriginalPartition, Value: binary.BigEndian.AppendUint32(nil, 3)},
+		{Key: dlq.HeaderOriginalOffset, Value: binary.BigEndian.AppendUint64(nil, 1<<40)},
+		{Key: dlq.HeaderOriginalTimestamp, Value: binary.BigEndian.AppendUint64(nil, 1777371300000)},
+		{Key: dlq.HeaderOriginalTimestampType, Value: []byte(record.TimestampCreateTime)},
+		{Key: dlq.HeaderOriginalGroup, Value: []byte("pcp-route-processing-service")},
+		{Key: dlq.HeaderExceptionFQCN, Value: []byte(dlq.FQCNContractViolation)},
+		{Key: dlq.HeaderExceptionMessage, Value: []byte(message)},
+		{Key: dlq.HeaderErrorCategory, Value: []byte(category)},
 	}
 	if field != "" {
-		hs = append(hs, record.Header{Key: ingest.HeaderErrorField, Value: []byte(field)})
+		hs = append(hs, record.Header{Key: dlq.HeaderErrorField, Value: []byte(field)})
 	}
 	return hs
 }
@@ -78,23 +78,23 @@ func TestDLQHeadersRefused(t *testing.T) {
 		return out
 	}
 	require.NoError(t, v.ValidateDLQHeaders(good()))
-	require.NoError(t, v.ValidateDLQHeaders(set(good(), ingest.HeaderOriginalTimestamp, binary.BigEndian.AppendUint64(nil, ^uint64(0)))),
+	require.NoError(t, v.ValidateDLQHeaders(set(good(), dlq.HeaderOriginalTimestamp, binary.BigEndian.AppendUint64(nil, ^uint64(0)))),
 		"-1: no timestamp")
-	require.NoError(t, v.ValidateDLQHeaders(drop(good(), ingest.HeaderErrorField)), "the field is optional")
+	require.NoError(t, v.ValidateDLQHeaders(drop(good(), dlq.HeaderErrorField)), "the field is optional")
 	cases := map[string][]record.Header{
-		"category unknown":          set(good(), ingest.HeaderErrorCategory, []byte("BOGUS")),
-		"partition of 8 bytes":      set(good(), ingest.HeaderOriginalPartition, binary.BigEndian.AppendUint64(nil, 3)),
-		"partition negative":        set(good(), ingest.HeaderOriginalPartition, binary.BigEndian.AppendUint32(nil, ^uint32(0))),
-		"offset as text":            set(good(), ingest.HeaderOriginalOffset, []byte("12345678")[:7]),
-		"timestamp -2":              set(good(), ingest.HeaderOriginalTimestamp, binary.BigEndian.AppendUint64(nil, ^uint64(1))),
-		"timestamp type unknown":    set(good(), ingest.HeaderOriginalTimestampType, []byte("Now")),
-		"topic missing":             drop(good(), ingest.HeaderOriginalTopic),
-		"message empty":             set(good(), ingest.HeaderExceptionMessage, nil),
-		"fqcn not UTF-8":            set(good(), ingest.HeaderExceptionFQCN, []byte{0xff}),
-		"field empty":               set(good(), ingest.HeaderErrorField, nil),
-		"consumer group missing":    drop(good(), ingest.HeaderOriginalGroup),
-		"category missing":          drop(good(), ingest.HeaderErrorCategory),
-		"exception message missing": drop(good(), ingest.HeaderExceptionMessage),
+		"category unknown":          set(good(), dlq.HeaderErrorCategory, []byte("BOGUS")),
+		"partition of 8 bytes":      set(good(), dlq.HeaderOriginalPartition, binary.BigEndian.AppendUint64(nil, 3)),
+		"partition negative":        set(good(), dlq.HeaderOriginalPartition, binary.BigEndian.AppendUint32(nil, ^uint32(0))),
+		"offset as text":            set(good(), dlq.HeaderOriginalOffset, []byte("12345678")[:7]),
+		"timestamp -2":              set(good(), dlq.HeaderOriginalTimestamp, binary.BigEndian.AppendUint64(nil, ^uint64(1))),
+		"timestamp type unknown":    set(good(), dlq.HeaderOriginalTimestampType, []byte("Now")),
+		"topic missing":             drop(good(), dlq.HeaderOriginalTopic),
+		"message empty":             set(good(), dlq.HeaderExceptionMessage, nil),
+		"fqcn not UTF-8":            set(good(), dlq.HeaderExceptionFQCN, []byte{0xff}),
+		"field empty":               set(good(), dlq.HeaderErrorField, nil),
+		"consumer group missing":    drop(good(), dlq.HeaderOriginalGroup),
+		"category missing":          drop(good(), dlq.HeaderErrorCategory),
+		"exception message missing": drop(good(), dlq.HeaderExceptionMessage),
 	}
 	for name, hs := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -119,12 +119,12 @@ func TestDLQSchemaNamesIngestsHeaders(t *testing.T) {
 	}
 	sort.Strings(names)
 	want := []string{
-		ingest.HeaderOriginalTopic, ingest.HeaderOriginalPartition, ingest.HeaderOriginalOffset,
-		ingest.HeaderOriginalTimestamp, ingest.HeaderOriginalTimestampType, ingest.HeaderOriginalGroup,
-		ingest.HeaderExceptionFQCN, ingest.HeaderExceptionMessage, ingest.HeaderErrorCategory, ingest.HeaderErrorField,
+		dlq.HeaderOriginalTopic, dlq.HeaderOriginalPartition, dlq.HeaderOriginalOffset,
+		dlq.HeaderOriginalTimestamp, dlq.HeaderOriginalTimestampType, dlq.HeaderOriginalGroup,
+		dlq.HeaderExceptionFQCN, dlq.HeaderExceptionMessage, dlq.HeaderErrorCategory, dlq.HeaderErrorField,
 	}
 	sort.Strings(want)
 	require.Equal(t, want, names)
-	require.NotContains(t, doc.Required, ingest.HeaderErrorField)
+	require.NotContains(t, doc.Required, dlq.HeaderErrorField)
 	require.Len(t, doc.Required, len(want)-1)
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/contractschema"
-	"github.com/pcp/route-processing/pkg/ingest"
 	"github.com/pcp/route-processing/pkg/passport"
 	"github.com/pcp/route-processing/pkg/record"
 	"github.com/pcp/route-processing/pkg/testenv"
@@ -135,10 +134,10 @@ func TestValidateOutputWithTestenvRecords(t *testing.T) {
 	r.Headers = r.Headers[1:] // no type header
 	require.Error(t, contractschema.ValidateOutput(v, r.Key, r.Value, r.Headers))
 
-	dlq := []ingest.Header{}
+	var dead []testenv.Header
 	for _, h := range dlqHeaders("CONTRACT", "", "not JSON") {
-		dlq = append(dlq, ingest.Header{Key: h.Key, Value: h.Value})
+		dead = append(dead, testenv.Header{Key: h.Key, Value: h.Value})
 	}
-	require.NoError(t, contractschema.ValidateDLQ(v, dlq))
-	require.Error(t, contractschema.ValidateDLQ(v, dlq[:3]))
+	require.NoError(t, contractschema.ValidateDLQ(v, dead))
+	require.Error(t, contractschema.ValidateDLQ(v, dead[:3]))
 }

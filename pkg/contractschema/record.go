@@ -77,7 +77,7 @@ func outputHeaderDoc(hs []record.Header) (map[string]any, error) {
 }
 
 // HeaderLike is any header type laid out as record.Header (Key string, Value
-// []byte): testenv.Header, ingest.Header, kafkax.Header. It lets tests that
+// []byte): testenv.Header or record.Header. It lets tests that
 // read records with their own types validate them in one call.
 type HeaderLike interface {
 	~struct {

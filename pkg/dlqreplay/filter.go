@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcp/route-processing/pkg/dlq"
 	"github.com/pcp/route-processing/pkg/kafkax"
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 // Filter selects dead-lettered records; a record is selected when it passes
@@ -36,7 +38,7 @@ type Filter struct {
 	Until time.Time
 	// Category selects records whose pcp-error-category equals it
 	// (CONTRACT, RETRYABLE or FATAL); empty means any, including none.
-	Category string
+	Category dlq.Category
 	// FieldPrefix selects records whose pcp-error-field starts with it;
 	// empty means any, including none.
 	FieldPrefix string
@@ -61,10 +63,8 @@ func (f Filter) Validate() error {
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
 		return fmt.Errorf("until %s is not after since %s", f.Until.Format(time.RFC3339Nano), f.Since.Format(time.RFC3339Nano))
 	}
-	switch f.Category {
-	case "", CategoryContract, CategoryRetryable, CategoryFatal:
-	default:
-		return fmt.Errorf("category %q is not one of %s, %s, %s", f.Category, CategoryContract, CategoryRetryable, CategoryFatal)
+	if _, ok := dlq.ParseCategory(string(f.Category)); f.Category != "" && !ok {
+		return fmt.Errorf("category %q is not one of %s", f.Category, categoryList())
 	}
 	return nil
 }
@@ -115,7 +115,7 @@ func (f Filter) offsetRange(partition int32, low, high, sinceOffset int64, since
 // Match reports whether rec, whose dead-letter headers decode to info, is
 // selected. It checks every condition, offsets and partitions included,
 // so that it is right whatever range was read.
-func (f Filter) Match(rec kafkax.ReadRecord, info Info) bool {
+func (f Filter) Match(rec record.Record, info dlq.Info) bool {
 	if len(f.Partitions) > 0 && !slices.Contains(f.Partitions, rec.Partition) {
 		return false
 	}
@@ -135,4 +135,13 @@ func (f Filter) Match(rec kafkax.ReadRecord, info Info) bool {
 		return false
 	}
 	return true
+}
+
+// categoryList names the valid categories for an error message.
+func categoryList() string {
+	names := make([]string, len(dlq.Categories))
+	for i, c := range dlq.Categories {
+		names[i] = string(c)
+	}
+	return strings.Join(names, ", ")
 }

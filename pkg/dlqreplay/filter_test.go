@@ -7,7 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pcp/route-processing/pkg/dlq"
 	"github.com/pcp/route-processing/pkg/kafkax"
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 var t0 = time.Date(2026, 4, 28, 10, 0, 0, 0, time.UTC)
@@ -15,19 +17,19 @@ var t0 = time.Date(2026, 4, 28, 10, 0, 0, 0, time.UTC)
 func TestFilterMatch(t *testing.T) {
 	t.Parallel()
 
-	rec := func(p int32, off int64, ts time.Time) kafkax.ReadRecord {
-		return kafkax.ReadRecord{Partition: p, Offset: off, Timestamp: ts}
+	rec := func(p int32, off int64, ts time.Time) record.Record {
+		return record.Record{Partition: p, Offset: off, Timestamp: ts}
 	}
-	contract := Info{Category: CategoryContract, Field: "data.geometry.coordinates[0]"}
+	contract := dlq.Info{Category: dlq.CategoryContract, Field: "data.geometry.coordinates[0]"}
 	tests := []struct {
 		name   string
 		filter Filter
-		rec    kafkax.ReadRecord
-		info   Info
+		rec    record.Record
+		info   dlq.Info
 		want   bool
 	}{
 		{name: "zero filter selects all", rec: rec(0, 0, time.Time{}), want: true},
-		{name: "zero filter selects records without dead-letter headers", rec: rec(5, 99, t0), info: Info{}, want: true},
+		{name: "zero filter selects records without dead-letter headers", rec: rec(5, 99, t0), info: dlq.Info{}, want: true},
 
 		{name: "partition in set", filter: Filter{Partitions: []int32{1, 2}}, rec: rec(2, 0, t0), want: true},
 		{name: "partition not in set", filter: Filter{Partitions: []int32{1, 2}}, rec: rec(0, 0, t0), want: false},
@@ -45,21 +47,21 @@ func TestFilterMatch(t *testing.T) {
 		{name: "no timestamp with since", filter: Filter{Since: t0}, rec: rec(0, 0, time.Time{}), want: false},
 		{name: "no timestamp with until", filter: Filter{Until: t0}, rec: rec(0, 0, time.Time{}), want: false},
 		{name: "since compares the DLQ timestamp, not the original one", filter: Filter{Since: t0},
-			rec: rec(0, 0, t0.Add(time.Hour)), info: Info{OriginalTimestamp: t0.Add(-time.Hour)}, want: true},
+			rec: rec(0, 0, t0.Add(time.Hour)), info: dlq.Info{OriginalTimestamp: t0.Add(-time.Hour)}, want: true},
 
-		{name: "category equal", filter: Filter{Category: CategoryContract}, rec: rec(0, 0, t0), info: contract, want: true},
-		{name: "category different", filter: Filter{Category: CategoryRetryable}, rec: rec(0, 0, t0), info: contract, want: false},
-		{name: "category absent", filter: Filter{Category: CategoryContract}, rec: rec(0, 0, t0), info: Info{}, want: false},
-		{name: "category compared exactly", filter: Filter{Category: CategoryContract}, rec: rec(0, 0, t0), info: Info{Category: "contract"}, want: false},
+		{name: "category equal", filter: Filter{Category: dlq.CategoryContract}, rec: rec(0, 0, t0), info: contract, want: true},
+		{name: "category different", filter: Filter{Category: dlq.CategoryRetryable}, rec: rec(0, 0, t0), info: contract, want: false},
+		{name: "category absent", filter: Filter{Category: dlq.CategoryContract}, rec: rec(0, 0, t0), info: dlq.Info{}, want: false},
+		{name: "category compared exactly", filter: Filter{Category: dlq.CategoryContract}, rec: rec(0, 0, t0), info: dlq.Info{Category: "contract"}, want: false},
 
 		{name: "field prefix", filter: Filter{FieldPrefix: "data.geometry"}, rec: rec(0, 0, t0), info: contract, want: true},
 		{name: "field whole", filter: Filter{FieldPrefix: "data.geometry.coordinates[0]"}, rec: rec(0, 0, t0), info: contract, want: true},
 		{name: "field other", filter: Filter{FieldPrefix: "data.properties"}, rec: rec(0, 0, t0), info: contract, want: false},
-		{name: "field absent", filter: Filter{FieldPrefix: "data"}, rec: rec(0, 0, t0), info: Info{Category: CategoryContract}, want: false},
+		{name: "field absent", filter: Filter{FieldPrefix: "data"}, rec: rec(0, 0, t0), info: dlq.Info{Category: dlq.CategoryContract}, want: false},
 
-		{name: "all conditions hold", filter: Filter{Partitions: []int32{1}, FromOffset: 5, EndOffset: 6, Since: t0, Until: t0.Add(time.Hour), Category: CategoryContract, FieldPrefix: "data."},
+		{name: "all conditions hold", filter: Filter{Partitions: []int32{1}, FromOffset: 5, EndOffset: 6, Since: t0, Until: t0.Add(time.Hour), Category: dlq.CategoryContract, FieldPrefix: "data."},
 			rec: rec(1, 5, t0.Add(time.Minute)), info: contract, want: true},
-		{name: "one condition fails", filter: Filter{Partitions: []int32{1}, FromOffset: 5, EndOffset: 6, Since: t0, Until: t0.Add(time.Hour), Category: CategoryContract, FieldPrefix: "data."},
+		{name: "one condition fails", filter: Filter{Partitions: []int32{1}, FromOffset: 5, EndOffset: 6, Since: t0, Until: t0.Add(time.Hour), Category: dlq.CategoryContract, FieldPrefix: "data."},
 			rec: rec(1, 5, t0.Add(time.Hour)), info: contract, want: false},
 	}
 	for _, tt := range tests {
@@ -145,7 +147,7 @@ func TestParseArgs(t *testing.T) {
 					EndOffset:   10,
 					Since:       t0,
 					Until:       time.Date(2026, 4, 28, 10, 0, 0, 5e8, time.UTC),
-					Category:    CategoryContract,
+					Category:    dlq.CategoryContract,
 					FieldPrefix: "data.geometry",
 				},
 			},

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pcp/route-processing/pkg/dlq"
 )
 
 // Usage is the help text of `ingestor dlq-replay`.
@@ -90,13 +92,12 @@ func ParseArgs(args []string) (Options, error) {
 		return err
 	})
 	fs.Func("category", "", func(s string) error {
-		c := strings.ToUpper(s)
-		switch c {
-		case CategoryContract, CategoryRetryable, CategoryFatal:
-			o.Filter.Category = c
-			return nil
+		c, ok := dlq.ParseCategory(strings.ToUpper(s))
+		if !ok {
+			return fmt.Errorf("%q is not one of %s", s, categoryList())
 		}
-		return fmt.Errorf("%q is not one of %s, %s, %s", s, CategoryContract, CategoryRetryable, CategoryFatal)
+		o.Filter.Category = c
+		return nil
 	})
 
 	if err := fs.Parse(args); err != nil {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/pcp/route-processing/pkg/dlq"
 	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/record"
 )
@@ -26,16 +27,16 @@ type Reader interface {
 	// ReadRanges calls fn for every record in the ranges, in offset order
 	// within a partition, and returns when all are read or fn fails (with
 	// fn's error).
-	ReadRanges(ctx context.Context, topic string, ranges []kafkax.PartitionRange, fn func(kafkax.ReadRecord) error) error
+	ReadRanges(ctx context.Context, topic string, ranges []kafkax.PartitionRange, fn func(record.Record) error) error
 }
 
 // Producer sends records and waits for their delivery. *kafkax.Producer
 // implements it.
 type Producer interface {
-	// ProduceBatch sends every message and waits for every delivery
-	// report; the i-th error is nil when msgs[i] was acknowledged by all
+	// ProduceBatch sends every record and waits for every delivery
+	// report; the i-th error is nil when recs[i] was acknowledged by all
 	// in-sync replicas.
-	ProduceBatch(ctx context.Context, msgs []record.Record) []error
+	ProduceBatch(ctx context.Context, recs []record.Record) []error
 }
 
 // Config configures a replay.
@@ -113,12 +114,12 @@ func New(logger *slog.Logger, reader Reader, producer Producer, out io.Writer, c
 	if producer == nil && !cfg.DryRun {
 		return nil, errors.New("dlq-replay: no producer for a run that is not a dry run")
 	}
-	return &Replayer{logger: logger, reader: reader, producer: producer, out: out, cfg: cfg}, nil
+	return &Replayer{logger: logger.With("component", "dlq-replay"), reader: reader, producer: producer, out: out, cfg: cfg}, nil
 }
 
 type selected struct {
-	rec  kafkax.ReadRecord
-	info Info
+	rec  record.Record
+	info dlq.Info
 }
 
 // Run reads the DLQ up to the high watermarks it captures first, and sends
@@ -139,24 +140,22 @@ func (r *Replayer) Run(ctx context.Context) (Result, error) {
 		if len(batch) == 0 {
 			return nil
 		}
-		msgs := make([]record.Record, len(batch))
+		recs := make([]record.Record, len(batch))
 		for i, s := range batch {
-			msgs[i] = record.Record{
-				Topic: r.cfg.Topic,
-				Key:   s.rec.Key,
-				Value: s.rec.Value,
-			}
-			for _, h := range StripDLQHeaders(s.rec.Headers) {
-				msgs[i].Headers = append(msgs[i].Headers, record.Header{Key: h.Key, Value: h.Value})
+			recs[i] = record.Record{
+				Topic:   r.cfg.Topic,
+				Key:     s.rec.Key,
+				Value:   s.rec.Value,
+				Headers: dlq.Strip(s.rec.Headers),
 			}
 		}
-		errs := r.producer.ProduceBatch(ctx, msgs)
+		errs := r.producer.ProduceBatch(ctx, recs)
 		failed := 0
 		for i, s := range batch {
 			if errs[i] != nil {
 				failed++
 				fmt.Fprintf(r.out, "failed %s err=%q\n", describe(s.rec, s.info), errs[i].Error())
-				r.logger.ErrorContext(ctx, "dlq-replay: delivery failed", "dlq_partition", s.rec.Partition, "dlq_offset", s.rec.Offset, "err", errs[i])
+				r.logger.ErrorContext(ctx, "delivery failed", "dlq_partition", s.rec.Partition, "dlq_offset", s.rec.Offset, "err", errs[i])
 				continue
 			}
 			fmt.Fprintf(r.out, "replayed %s\n", describe(s.rec, s.info))
@@ -165,14 +164,14 @@ func (r *Replayer) Run(ctx context.Context) (Result, error) {
 		res.Failed += failed
 		batch = batch[:0]
 		if failed > 0 {
-			return fmt.Errorf("%d of %d records of a batch to %s: %w", failed, len(msgs), r.cfg.Topic, ErrDeliveryFailed)
+			return fmt.Errorf("%d of %d records of a batch to %s: %w", failed, len(recs), r.cfg.Topic, ErrDeliveryFailed)
 		}
 		return nil
 	}
 
-	err = r.reader.ReadRanges(ctx, r.cfg.DLQTopic, ranges, func(rec kafkax.ReadRecord) error {
+	err = r.reader.ReadRanges(ctx, r.cfg.DLQTopic, ranges, func(rec record.Record) error {
 		res.Scanned++
-		info := DecodeInfo(rec.Headers)
+		info := dlq.Decode(rec.Headers)
 		if !r.cfg.Filter.Match(rec, info) {
 			res.Skipped++
 			return nil
@@ -193,7 +192,7 @@ func (r *Replayer) Run(ctx context.Context) (Result, error) {
 	}
 	if err != nil {
 		if unsent := res.Selected - res.Replayed - res.Failed; unsent > 0 && !r.cfg.DryRun {
-			r.logger.ErrorContext(ctx, "dlq-replay: stopped early; selected records were not sent", "unsent", unsent)
+			r.logger.ErrorContext(ctx, "stopped early; selected records were not sent", "unsent", unsent)
 		}
 		return res, fmt.Errorf("dlq-replay %s -> %s: %w", r.cfg.DLQTopic, r.cfg.Topic, err)
 	}
@@ -226,7 +225,7 @@ func (r *Replayer) plan(ctx context.Context) ([]kafkax.PartitionRange, error) {
 			}
 		}
 		rg := f.offsetRange(p, low, high, sinceOffset, sinceFound)
-		r.logger.InfoContext(ctx, "dlq-replay: reading", "topic", r.cfg.DLQTopic, "partition", p,
+		r.logger.InfoContext(ctx, "reading", "topic", r.cfg.DLQTopic, "partition", p,
 			"from_offset", rg.Start, "end_offset", rg.End, "low_watermark", low, "high_watermark", high)
 		ranges = append(ranges, rg)
 	}
@@ -234,7 +233,7 @@ func (r *Replayer) plan(ctx context.Context) ([]kafkax.PartitionRange, error) {
 }
 
 // describe is one record's line: identifiers and sizes, never the value.
-func describe(rec kafkax.ReadRecord, info Info) string {
+func describe(rec record.Record, info dlq.Info) string {
 	b := make([]byte, 0, 256)
 	b = fmt.Appendf(b, "dlq_partition=%d dlq_offset=%d", rec.Partition, rec.Offset)
 	if !rec.Timestamp.IsZero() {
@@ -246,7 +245,7 @@ func describe(rec kafkax.ReadRecord, info Info) string {
 		b = fmt.Appendf(b, " original_time=%s", info.OriginalTimestamp.Format(time.RFC3339Nano))
 	}
 	b = fmt.Appendf(b, " category=%s field=%s exception=%s key=%s value_bytes=%d",
-		strconv.Quote(info.Category), strconv.Quote(info.Field), quoteTrunc([]byte(info.ExceptionMessage), 500), keyText(rec.Key), len(rec.Value))
+		strconv.Quote(string(info.Category)), strconv.Quote(info.Field), quoteTrunc([]byte(info.ExceptionMessage), 500), keyText(rec.Key), len(rec.Value))
 	return string(b)
 }
 

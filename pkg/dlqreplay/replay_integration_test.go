@@ -3,7 +3,6 @@ package dlqreplay_test
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -15,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pcp/route-processing/pkg/dlqreplay"
-	"github.com/pcp/route-processing/pkg/ingest"
+	"github.com/pcp/route-processing/pkg/dlq"
+	"github.com/pcp/route-processing/pkg/record"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
 
@@ -42,11 +41,11 @@ func TestReplayIntegration(t *testing.T) {
 			Value:   value,
 			Headers: []testenv.Header{{Key: "traceparent", Value: []byte(traceparent)}},
 		})
-		dlq := testenv.Consume(t, s.bootstrap, s.dlq, 1, 90*time.Second)
-		require.Len(t, dlq, 1)
-		cat, _ := dlq[0].Header(ingest.HeaderErrorCategory)
-		require.Equal(t, dlqreplay.CategoryContract, cat, "dead-lettered as a contract error")
-		require.Equal(t, value, dlq[0].Value)
+		dead := testenv.Consume(t, s.bootstrap, s.dlq, 1, 90*time.Second)
+		require.Len(t, dead, 1)
+		cat, _ := dead[0].Header(dlq.HeaderErrorCategory)
+		require.Equal(t, string(dlq.CategoryContract), cat, "dead-lettered as a contract error")
+		require.Equal(t, value, dead[0].Value)
 		ing.stop(t)
 		n, err := s.passportCount(routeID)
 		require.NoError(t, err)
@@ -56,7 +55,7 @@ func TestReplayIntegration(t *testing.T) {
 		testenv.Produce(t, s.bootstrap, s.dlq, testenv.Record{
 			Key:     []byte("other"),
 			Value:   []byte(`{"not":"replayed"}`),
-			Headers: dlqHeaders(dlqreplay.CategoryRetryable, "data"),
+			Headers: dlqHeaders(dlq.CategoryRetryable, "data"),
 		})
 
 		// 2. The limit back at its default.
@@ -92,9 +91,9 @@ func TestReplayIntegration(t *testing.T) {
 		t.Parallel()
 		s := newStack(t, bin, 1)
 		testenv.Produce(t, s.bootstrap, s.dlq,
-			testenv.Record{Key: []byte("k1"), Value: []byte(`{"secret":"VALUE-ONE"}`), Headers: dlqHeaders(dlqreplay.CategoryContract, "data.geometry")},
-			testenv.Record{Key: nil, Value: []byte(`{"secret":"VALUE-TWO"}`), Headers: dlqHeaders(dlqreplay.CategoryContract, "data.id")},
-			testenv.Record{Key: []byte("k3"), Value: []byte(`{}`), Headers: dlqHeaders(dlqreplay.CategoryFatal, "")},
+			testenv.Record{Key: []byte("k1"), Value: []byte(`{"secret":"VALUE-ONE"}`), Headers: dlqHeaders(dlq.CategoryContract, "data.geometry")},
+			testenv.Record{Key: nil, Value: []byte(`{"secret":"VALUE-TWO"}`), Headers: dlqHeaders(dlq.CategoryContract, "data.id")},
+			testenv.Record{Key: []byte("k3"), Value: []byte(`{}`), Headers: dlqHeaders(dlq.CategoryFatal, "")},
 		)
 		out, code := s.replay(t, "--dry-run", "--category", "CONTRACT")
 		require.Equal(t, 0, code, out)
@@ -128,7 +127,7 @@ func TestReplayIntegration(t *testing.T) {
 				recs[i] = testenv.Record{
 					Key:     []byte(fmt.Sprintf("p%d-%d", p, i)),
 					Value:   []byte(fmt.Sprintf(`{"n":%d}`, i)),
-					Headers: append([]testenv.Header{{Key: "keep", Value: []byte{byte(i)}}}, dlqHeaders(dlqreplay.CategoryContract, field)...),
+					Headers: append([]testenv.Header{{Key: "keep", Value: []byte{byte(i)}}}, dlqHeaders(dlq.CategoryContract, field)...),
 				}
 			}
 			testenv.ProducePartition(t, s.bootstrap, s.dlq, p, recs...)
@@ -192,20 +191,17 @@ func bigPassport(t *testing.T, id string) []byte {
 	return []byte(v)
 }
 
-// dlqHeaders are the headers the ingestor adds to a dead-lettered record.
-func dlqHeaders(category, field string) []testenv.Header {
-	hs := []testenv.Header{
-		{Key: ingest.HeaderOriginalTopic, Value: []byte("pcp.request.survey-georeference.v1")},
-		{Key: ingest.HeaderOriginalPartition, Value: binary.BigEndian.AppendUint32(nil, 3)},
-		{Key: ingest.HeaderOriginalOffset, Value: binary.BigEndian.AppendUint64(nil, 1234)},
-		{Key: ingest.HeaderOriginalTimestamp, Value: binary.BigEndian.AppendUint64(nil, 1777371300000)},
-		{Key: ingest.HeaderOriginalTimestampType, Value: []byte("CreateTime")},
-		{Key: ingest.HeaderExceptionFQCN, Value: []byte("ContractError")},
-		{Key: ingest.HeaderExceptionMessage, Value: []byte("data.geometry: ring not closed")},
-		{Key: ingest.HeaderErrorCategory, Value: []byte(category)},
+// dlqHeaders are the headers the ingestor adds to a dead-lettered record
+// (dlq.Letter, the one writer of them).
+func dlqHeaders(category dlq.Category, field string) []testenv.Header {
+	orig := record.Record{
+		Topic: "pcp.request.survey-georeference.v1", Partition: 3, Offset: 1234,
+		Timestamp: time.UnixMilli(1777371300000), TimestampType: record.TimestampCreateTime,
 	}
-	if field != "" {
-		hs = append(hs, testenv.Header{Key: ingest.HeaderErrorField, Value: []byte(field)})
+	why := dlq.Reason{FQCN: dlq.FQCNContractViolation, Message: "data.geometry: ring not closed", Category: category, Field: field}
+	var hs []testenv.Header
+	for _, h := range dlq.Letter("", orig, "pcp-route-processing-service", why).Headers {
+		hs = append(hs, testenv.Header{Key: h.Key, Value: h.Value})
 	}
 	return hs
 }

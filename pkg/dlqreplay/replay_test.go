@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pcp/route-processing/pkg/dlq"
 	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/record"
 )
@@ -19,7 +20,7 @@ import (
 // fakeReader serves records from memory with the semantics of kafkax.Reader.
 type fakeReader struct {
 	topic   string
-	parts   map[int32][]kafkax.ReadRecord // offsets are the slice indexes plus low
+	parts   map[int32][]record.Record // offsets are the slice indexes plus low
 	low     map[int32]int64
 	ranges  []kafkax.PartitionRange // what ReadRanges was asked for
 	sinceAt time.Time               // what OffsetForTime was asked for
@@ -50,7 +51,7 @@ func (f *fakeReader) OffsetForTime(_ context.Context, _ string, p int32, t time.
 	return 0, false, nil
 }
 
-func (f *fakeReader) ReadRanges(_ context.Context, _ string, ranges []kafkax.PartitionRange, fn func(kafkax.ReadRecord) error) error {
+func (f *fakeReader) ReadRanges(_ context.Context, _ string, ranges []kafkax.PartitionRange, fn func(record.Record) error) error {
 	f.ranges = append(f.ranges, ranges...)
 	for _, rg := range ranges {
 		for _, r := range f.parts[rg.Partition] {
@@ -106,28 +107,25 @@ const secret = "SECRET-PAYLOAD"
 //	p1 @1  FATAL                    key k4  t0+3h
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	mk := func(p int32, off int64, key []byte, value []byte, ts time.Time, category, field string) kafkax.ReadRecord {
-		hs := []kafkax.Header{h("traceparent", []byte("tp-"+string(key)))}
-		hs = append(hs, dlqHeaders(category, field)...)
-		if field == "" {
-			hs = hs[:len(hs)-1]
-		}
-		return kafkax.ReadRecord{Topic: "dlq", Partition: p, Offset: off, Key: key, Value: value, Headers: hs, Timestamp: ts, TimestampType: "CreateTime"}
+	mk := func(p int32, off int64, key []byte, value []byte, ts time.Time, category dlq.Category, field string) record.Record {
+		hs := []record.Header{h("traceparent", []byte("tp-"+string(key)))}
+		hs = append(hs, dlqHeaders(category, field)...) // no field: no field header
+		return record.Record{Topic: "dlq", Partition: p, Offset: off, Key: key, Value: value, Headers: hs, Timestamp: ts, TimestampType: "CreateTime"}
 	}
 	val := []byte(`{"data":"` + secret + `"}`)
 	return &testBundle{
 		reader: &fakeReader{
 			topic: "dlq",
 			low:   map[int32]int64{0: 10, 1: 0},
-			parts: map[int32][]kafkax.ReadRecord{
+			parts: map[int32][]record.Record{
 				0: {
-					mk(0, 10, []byte("k0"), val, t0, CategoryContract, "data.geometry"),
-					mk(0, 11, nil, val, t0.Add(time.Hour), CategoryRetryable, "data.id"),
-					mk(0, 12, []byte("k2"), val, t0.Add(2*time.Hour), CategoryContract, ""),
+					mk(0, 10, []byte("k0"), val, t0, dlq.CategoryContract, "data.geometry"),
+					mk(0, 11, nil, val, t0.Add(time.Hour), dlq.CategoryRetryable, "data.id"),
+					mk(0, 12, []byte("k2"), val, t0.Add(2*time.Hour), dlq.CategoryContract, ""),
 				},
 				1: {
-					mk(1, 0, []byte("k3"), nil, t0.Add(30*time.Minute), CategoryContract, "data.properties"),
-					mk(1, 1, []byte("k4"), val, t0.Add(3*time.Hour), CategoryFatal, "data"),
+					mk(1, 0, []byte("k3"), nil, t0.Add(30*time.Minute), dlq.CategoryContract, "data.properties"),
+					mk(1, 1, []byte("k4"), val, t0.Add(3*time.Hour), dlq.CategoryFatal, "data"),
 				},
 			},
 		},
@@ -154,7 +152,7 @@ func TestRun(t *testing.T) {
 	t.Run("replays selected records with original key, value and headers", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		res, err := b.run(t, Config{Filter: Filter{Category: CategoryContract}})
+		res, err := b.run(t, Config{Filter: Filter{Category: dlq.CategoryContract}})
 		require.NoError(t, err)
 		require.Equal(t, Result{Scanned: 5, Selected: 3, Replayed: 3, Skipped: 2}, res)
 
@@ -178,7 +176,7 @@ func TestRun(t *testing.T) {
 	t.Run("a null key stays null", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := b.run(t, Config{Filter: Filter{Category: CategoryRetryable}})
+		_, err := b.run(t, Config{Filter: Filter{Category: dlq.CategoryRetryable}})
 		require.NoError(t, err)
 		sent := b.producer.sent()
 		require.Len(t, sent, 1)
@@ -273,4 +271,16 @@ func TestNewValidates(t *testing.T) {
 			require.ErrorContains(t, err, tt.wantErr)
 		})
 	}
+}
+
+func h(k string, v []byte) record.Header { return record.Header{Key: k, Value: v} }
+
+// dlqHeaders are headers as the ingestor writes them (dlq.Letter).
+func dlqHeaders(category dlq.Category, field string) []record.Header {
+	orig := record.Record{
+		Topic: "pcp.request.survey-georeference.v1", Partition: 3, Offset: 1234,
+		Timestamp: time.UnixMilli(1777371300000), TimestampType: record.TimestampCreateTime,
+	}
+	why := dlq.Reason{FQCN: dlq.FQCNContractViolation, Message: "data.geometry: ring not closed", Category: category, Field: field}
+	return dlq.Letter("dlq", orig, "pcp-route-processing-service", why).Headers
 }

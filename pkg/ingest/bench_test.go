@@ -22,11 +22,13 @@ func BenchmarkIngest(b *testing.B) {
 	cluster := testenv.NewPostgresCluster(b, testenv.PostgresOptions{Fsync: true})
 	for _, bc := range []struct {
 		batch, records int
+		wait           time.Duration // BatchMaxWait; 0 is the default (natural batching)
 	}{
 		{batch: 1, records: 2_000},
 		{batch: 500, records: 30_000},
+		{batch: 500, records: 30_000, wait: 20 * time.Millisecond}, // the old default, for comparison
 	} {
-		b.Run(fmt.Sprintf("batch=%d", bc.batch), func(b *testing.B) {
+		b.Run(fmt.Sprintf("batch=%d/wait=%s", bc.batch, bc.wait), func(b *testing.B) {
 			tb := setup(b, 3, cluster.CreateDatabase(b, fmt.Sprintf("bench_setup_%d_%s", bc.batch, uuid.NewString()[:6]), true))
 			recs, _ := validRecords(b, bc.records)
 			end := endOffsets(testenv.Produce(b, tb.bootstrap, tb.topic, recs...))
@@ -44,6 +46,7 @@ func BenchmarkIngest(b *testing.B) {
 				b.StartTimer()
 				r := tb.start(b, func(c *ingest.Config) {
 					c.BatchSize = bc.batch
+					c.BatchMaxWait = bc.wait
 					c.BeforeCommit = func(offsets map[int32]int64) error {
 						// Offsets are committed per partition; the last
 						// commit reaching the end completes the run.

@@ -4,9 +4,11 @@
 //
 // # Overview
 //
-// One goroutine, the poll loop in [Run], owns the Kafka consumer: it polls,
-// groups records into batches (up to Config.BatchSize records and
-// Config.BatchBytes bytes, or what arrived within Config.BatchMaxWait), hands each batch to a batch goroutine,
+// One goroutine, the poll loop in [Ingestor.Run], owns the Kafka consumer: it
+// polls, groups records into batches (up to Config.BatchSize records and
+// Config.BatchBytes bytes; by default, Config.BatchMaxWait 0, whatever has
+// arrived when a pipeline slot is free, so batches grow with the load and
+// an idle record waits for nothing), hands each batch to a batch goroutine,
 // takes the batch's result back, and commits. Rebalance callbacks run inside
 // Poll on that same goroutine, so a commit can never race a revocation.
 //

@@ -17,6 +17,8 @@ import (
 
 	"github.com/pcp/route-processing/pkg/ingest"
 	"github.com/pcp/route-processing/pkg/obs"
+	"github.com/pcp/route-processing/pkg/passport"
+	"github.com/pcp/route-processing/pkg/record"
 	"github.com/pcp/route-processing/pkg/store"
 )
 
@@ -27,7 +29,7 @@ import (
 // partition's application pause flag across unassign and assign.
 type fakeConsumer struct {
 	mu        sync.Mutex
-	log       map[int32][]ingest.Record
+	log       map[int32][]record.Record
 	assigned  map[int32]bool
 	paused    map[int32]bool
 	pos       map[int32]int64
@@ -43,7 +45,7 @@ type fakeConsumer struct {
 }
 
 func newFakeConsumer(partitions ...int32) *fakeConsumer {
-	c := &fakeConsumer{log: map[int32][]ingest.Record{}, assigned: map[int32]bool{}, paused: map[int32]bool{},
+	c := &fakeConsumer{log: map[int32][]record.Record{}, assigned: map[int32]bool{}, paused: map[int32]bool{},
 		pos: map[int32]int64{}, committed: map[int32]int64{}}
 	c.queueAssign(partitions...)
 	return c
@@ -54,8 +56,8 @@ func (c *fakeConsumer) add(p int32, values ...[]byte) {
 	defer c.mu.Unlock()
 	for _, v := range values {
 		off := int64(len(c.log[p]))
-		c.log[p] = append(c.log[p], ingest.Record{Topic: "in", Partition: p, Offset: off, Value: v,
-			Timestamp: time.Now(), TimestampType: "CreateTime"})
+		c.log[p] = append(c.log[p], record.Record{Topic: "in", Partition: p, Offset: off, Value: v,
+			Timestamp: time.Now(), TimestampType: record.TimestampCreateTime})
 	}
 }
 
@@ -111,7 +113,7 @@ func (c *fakeConsumer) Subscribe(assigned func([]int32), revoked func([]int32, b
 	return nil
 }
 
-func (c *fakeConsumer) Poll(timeout time.Duration) (*ingest.Record, error) {
+func (c *fakeConsumer) Poll(timeout time.Duration) (*record.Record, error) {
 	c.mu.Lock()
 	if len(c.events) > 0 {
 		ev := c.events[0]
@@ -188,13 +190,13 @@ type fakeStore struct {
 	written  map[string]int // route id → times written
 	batches  []int          // value bytes of each committed write
 	counts   []int          // records of each committed write
-	fail     func(recs []store.IngestRecord) error
+	fail     func(recs []passport.Accepted) error
 	pingFail func() error
 }
 
 func newFakeStore() *fakeStore { return &fakeStore{written: map[string]int{}} }
 
-func (s *fakeStore) setFail(f func([]store.IngestRecord) error) {
+func (s *fakeStore) setFail(f func([]passport.Accepted) error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fail = f
@@ -212,7 +214,7 @@ func (s *fakeStore) routes() int {
 	return len(s.written)
 }
 
-func (s *fakeStore) Begin(ctx context.Context) (ingest.WriteTx, error) {
+func (s *fakeStore) Begin(ctx context.Context) (store.WriteTx, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -231,10 +233,10 @@ func (s *fakeStore) Ping(ctx context.Context) error {
 
 type fakeTx struct {
 	s    *fakeStore
-	recs []store.IngestRecord
+	recs []passport.Accepted
 }
 
-func (t *fakeTx) Write(ctx context.Context, recs []store.IngestRecord) error {
+func (t *fakeTx) Write(ctx context.Context, recs []passport.Accepted) error {
 	t.s.mu.Lock()
 	f := t.s.fail
 	t.s.mu.Unlock()
@@ -256,7 +258,7 @@ func (t *fakeTx) Commit(ctx context.Context) error {
 	size := 0
 	for _, r := range t.recs {
 		t.s.written[r.Passport.RouteID]++
-		size += len(r.Value)
+		size += len(r.Source.Value)
 	}
 	t.s.batches = append(t.s.batches, size)
 	t.s.counts = append(t.s.counts, len(t.recs))
@@ -267,10 +269,12 @@ func (t *fakeTx) Rollback(context.Context) error { return nil }
 
 type fakeDLQ struct{ n atomic.Int32 }
 
-func (d *fakeDLQ) Produce(_ context.Context, msgs []ingest.DLQMessage) []error {
-	d.n.Add(int32(len(msgs)))
-	return make([]error, len(msgs))
+func (d *fakeDLQ) ProduceBatch(_ context.Context, recs []record.Record) []error {
+	d.n.Add(int32(len(recs)))
+	return make([]error, len(recs))
 }
+
+func (d *fakeDLQ) TooLarge(error) bool { return false }
 
 // logCounter counts log records whose message contains a substring.
 type logCounter struct {
@@ -373,7 +377,7 @@ func TestFakePausedPartitionReassigned(t *testing.T) {
 	c.add(0, values(t, 20)...)
 	c.add(1, values(t, 20)...)
 	s := newFakeStore()
-	s.setFail(func([]store.IngestRecord) error { return errDown })
+	s.setFail(func([]passport.Accepted) error { return errDown })
 	s.setPingFail(func() error { return errDown })
 	startFake(t, c, s, &fakeDLQ{})
 
@@ -399,7 +403,7 @@ func TestFakeAssignedDuringOutage(t *testing.T) {
 	c.add(0, values(t, 20)...)
 	c.add(1, values(t, 20)...)
 	s := newFakeStore()
-	s.setFail(func([]store.IngestRecord) error { return errDown })
+	s.setFail(func([]passport.Accepted) error { return errDown })
 	s.setPingFail(func() error { return errDown })
 	startFake(t, c, s, &fakeDLQ{})
 	require.Eventually(t, func() bool { return c.isPaused(0) }, 10*time.Second, 5*time.Millisecond, "paused by the outage")
@@ -433,7 +437,7 @@ func TestFakeReadOnlyDatabaseStaysNotReady(t *testing.T) {
 	c.add(0, values(t, 30)...)
 	s := newFakeStore()
 	readOnly := &pgconn.PgError{Code: "25006", Message: "cannot execute INSERT in a read-only transaction"}
-	s.setFail(func([]store.IngestRecord) error { return readOnly })
+	s.setFail(func([]passport.Accepted) error { return readOnly })
 	// Pings fail at first too, so that the probe pings often (backoff).
 	s.setPingFail(func() error { return errDown })
 	d := &fakeDLQ{}
@@ -481,7 +485,7 @@ func TestFakeSplitSpanTheDatabaseKeepsFailing(t *testing.T) {
 	c := newFakeConsumer(0)
 	c.add(0, values(t, 40)...)
 	s := newFakeStore()
-	s.setFail(func(recs []store.IngestRecord) error {
+	s.setFail(func(recs []passport.Accepted) error {
 		if len(recs) > 4 {
 			return errors.New("message too large (fake)")
 		}
@@ -536,13 +540,40 @@ func TestFakeHangingCommit(t *testing.T) {
 	require.Equal(t, int32(1), c.commitCalls.Load(), "no second commit while one runs")
 }
 
-// NoBatchWait: a free slot takes what was polled at once.
-func TestFakeNoBatchWait(t *testing.T) {
+// Natural batching (BatchMaxWait 0, the default): a free slot takes all
+// that has arrived at once, so what arrived together is written together,
+// and a lone record is written without waiting.
+func TestFakeNaturalBatching(t *testing.T) {
 	t.Parallel()
 	c := newFakeConsumer(0)
-	c.add(0, values(t, 7)...)
+	c.add(0, values(t, 120)...) // arrived before the start: one batch
 	s := newFakeStore()
-	startFake(t, c, s, &fakeDLQ{}, func(cfg *ingest.Config) { cfg.BatchMaxWait = ingest.NoBatchWait })
-	require.Eventually(t, func() bool { return s.routes() == 7 }, 5*time.Second, time.Millisecond)
-	require.Eventually(t, func() bool { return c.committedAt(0) == 7 }, 5*time.Second, time.Millisecond)
+	startFake(t, c, s, &fakeDLQ{})
+	require.Eventually(t, func() bool { return s.routes() == 120 }, 5*time.Second, time.Millisecond)
+	s.mu.Lock()
+	counts := append([]int(nil), s.counts...)
+	s.mu.Unlock()
+	require.Equal(t, []int{120}, counts, "what had arrived went in one batch")
+	require.Eventually(t, func() bool { return c.committedAt(0) == 120 }, 5*time.Second, time.Millisecond)
+
+	// Idle: one record goes at once (the fake polls with the timeout the
+	// ingestor asks for, so a fixed wait would show here).
+	start := time.Now()
+	c.add(0, values(t, 1)...)
+	require.Eventually(t, func() bool { return s.routes() == 121 }, 5*time.Second, time.Millisecond)
+	require.Less(t, time.Since(start), 500*time.Millisecond, "a lone record does not wait for company")
+}
+
+// A batch that waits (BatchMaxWait > 0) still goes after BatchMaxWait
+// while records keep arriving.
+func TestFakeBatchMaxWait(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	s := newFakeStore()
+	startFake(t, c, s, &fakeDLQ{}, func(cfg *ingest.Config) { cfg.BatchMaxWait = 50 * time.Millisecond })
+	c.add(0, values(t, 3)...)
+	require.Eventually(t, func() bool { return s.routes() == 3 }, 5*time.Second, time.Millisecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.Equal(t, []int{3}, s.counts, "the batch waited and took all three")
 }

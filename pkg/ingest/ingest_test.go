@@ -26,8 +26,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pcp/route-processing/pkg/contractschema"
+	"github.com/pcp/route-processing/pkg/dlq"
 	"github.com/pcp/route-processing/pkg/ingest"
-	"github.com/pcp/route-processing/pkg/ingest/adapters"
 	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/obs"
 	"github.com/pcp/route-processing/pkg/outbox"
@@ -165,14 +165,14 @@ func (b *testBundle) start(t testing.TB, mods ...func(*ingest.Config)) *running 
 		Topic:        b.topic,
 	})
 	require.NoError(t, err)
-	passports := store.NewPassports(b.pool, store.OutboxConfig{
-		TopicProcessedRoute: topicProcessed, TopicRouteGeoreference: topicGeoRef,
-		MessageKey: "traceId", MaxAttempts: 10,
-	})
+	passports := store.NewPassports(b.pool, 10)
 	cfg := ingest.Config{
 		ConsumerGroup: b.group,
+		DLQTopic:      b.dlqTopic,
+		Events: passport.EventConfig{
+			TopicProcessedRoute: topicProcessed, TopicRouteGeoreference: topicGeoRef, MessageKey: "traceId",
+		},
 		BatchSize:     500,
-		BatchMaxWait:  20 * time.Millisecond,
 		RecordRetries: 2,
 		MinBackoff:    20 * time.Millisecond,
 		MaxBackoff:    500 * time.Millisecond,
@@ -180,8 +180,7 @@ func (b *testBundle) start(t testing.TB, mods ...func(*ingest.Config)) *running 
 	for _, m := range mods {
 		m(&cfg)
 	}
-	in, err := ingest.New(b.logger, cfg, adapters.Consumer{C: cons}, adapters.Store{S: passports},
-		adapters.DLQ{P: b.producer, Topic: b.dlqTopic}, metrics, ready)
+	in, err := ingest.New(b.logger, cfg, cons, passports, b.producer, metrics, ready)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, done: make(chan struct{}), reg: reg, cons: cons}
@@ -489,13 +488,13 @@ func TestContractExamples(t *testing.T) {
 	})
 
 	t.Run("Invalid", func(t *testing.T) {
-		dlq := testenv.ReadAll(t, b.bootstrap, b.dlqTopic)
-		require.Len(t, dlq, len(expDLQ))
+		dead := testenv.ReadAll(t, b.bootstrap, b.dlqTopic)
+		require.Len(t, dead, len(expDLQ))
 		byOffset := map[string]testenv.Record{}
-		for _, d := range dlq {
-			part, ok := d.Header(ingest.HeaderOriginalPartition)
+		for _, d := range dead {
+			part, ok := d.Header(dlq.HeaderOriginalPartition)
 			require.True(t, ok)
-			off, ok := d.Header(ingest.HeaderOriginalOffset)
+			off, ok := d.Header(dlq.HeaderOriginalOffset)
 			require.True(t, ok)
 			require.Len(t, part, 4)
 			require.Len(t, off, 8)
@@ -509,23 +508,23 @@ func TestContractExamples(t *testing.T) {
 			require.Equal(t, in.Value, d.Value, name)
 			require.Equal(t, testenv.Header{Key: "x-origin", Value: []byte("test")}, d.Headers[0], "original headers first, unchanged")
 			h := func(k string) string { v, _ := d.Header(k); return v }
-			require.Equal(t, b.topic, h(ingest.HeaderOriginalTopic))
-			ts := h(ingest.HeaderOriginalTimestamp)
+			require.Equal(t, b.topic, h(dlq.HeaderOriginalTopic))
+			ts := h(dlq.HeaderOriginalTimestamp)
 			require.Len(t, ts, 8)
 			require.Equal(t, in.Timestamp.UnixMilli(), int64(binary.BigEndian.Uint64([]byte(ts))), name)
-			require.Contains(t, []string{"CreateTime", "LogAppendTime"}, h(ingest.HeaderOriginalTimestampType))
-			require.Equal(t, b.group, h(ingest.HeaderOriginalGroup))
-			require.Equal(t, ingest.FQCNContractViolation, h(ingest.HeaderExceptionFQCN))
-			require.NotEmpty(t, h(ingest.HeaderExceptionMessage))
-			require.Equal(t, exp.Category, h(ingest.HeaderErrorCategory), name)
+			require.Contains(t, []string{"CreateTime", "LogAppendTime"}, h(dlq.HeaderOriginalTimestampType))
+			require.Equal(t, b.group, h(dlq.HeaderOriginalGroup))
+			require.Equal(t, dlq.FQCNContractViolation, h(dlq.HeaderExceptionFQCN))
+			require.NotEmpty(t, h(dlq.HeaderExceptionMessage))
+			require.Equal(t, exp.Category, h(dlq.HeaderErrorCategory), name)
 			require.NoError(t, contractschema.ValidateDLQ(schemas, d.Headers), name)
-			field, hasField := d.Header(ingest.HeaderErrorField)
+			field, hasField := d.Header(dlq.HeaderErrorField)
 			if exp.Field == nil {
 				require.False(t, hasField, "%s: no field header", name)
 			} else {
 				require.True(t, hasField, name)
 				require.True(t, strings.HasPrefix(field, *exp.Field), "%s: field %q, want prefix %q", name, field, *exp.Field)
-				require.Contains(t, h(ingest.HeaderExceptionMessage), *exp.Field, "%s: message names the field", name)
+				require.Contains(t, h(dlq.HeaderExceptionMessage), *exp.Field, "%s: message names the field", name)
 			}
 		}
 		// Nothing of them reached the database.
@@ -609,16 +608,16 @@ func TestDatabaseRejectsOneRecord(t *testing.T) {
 	require.Equal(t, 20, b.count(t, "select count(*) from route_passports"))
 	require.Equal(t, 0, b.count(t, "select count(*) from route_passports where route_id = $1", ids[10]))
 	require.Equal(t, 40, b.count(t, "select count(*) from route_passport_outbox"))
-	dlq := testenv.ReadAll(t, b.bootstrap, b.dlqTopic)
-	require.Len(t, dlq, 1)
-	require.Equal(t, recs[10].Value, dlq[0].Value)
-	cat, _ := dlq[0].Header(ingest.HeaderErrorCategory)
+	dead := testenv.ReadAll(t, b.bootstrap, b.dlqTopic)
+	require.Len(t, dead, 1)
+	require.Equal(t, recs[10].Value, dead[0].Value)
+	cat, _ := dead[0].Header(dlq.HeaderErrorCategory)
 	require.Equal(t, "RETRYABLE", cat)
-	fqcn, _ := dlq[0].Header(ingest.HeaderExceptionFQCN)
-	require.Equal(t, ingest.FQCNDatabaseRejection, fqcn)
-	_, hasField := dlq[0].Header(ingest.HeaderErrorField)
+	fqcn, _ := dead[0].Header(dlq.HeaderExceptionFQCN)
+	require.Equal(t, dlq.FQCNDatabaseRejection, fqcn)
+	_, hasField := dead[0].Header(dlq.HeaderErrorField)
 	require.False(t, hasField)
-	msg, _ := dlq[0].Header(ingest.HeaderExceptionMessage)
+	msg, _ := dead[0].Header(dlq.HeaderExceptionMessage)
 	require.Contains(t, msg, "SQLSTATE")
 }
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 // AssignmentStrategy is the partition.assignment.strategy of the consumer.
@@ -23,34 +25,6 @@ type ConsumerConfig struct {
 	GroupID string
 	// Topic is the one topic consumed.
 	Topic string
-}
-
-// Record is one consumed record.
-type Record struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	Key       []byte // nil when the record has no key
-	Value     []byte
-	Headers   []Header
-	// Timestamp is the record's timestamp; zero when the broker gave none.
-	Timestamp time.Time
-	// TimestampType is "CreateTime", "LogAppendTime" or "NoTimestampType",
-	// as Kafka's Java client spells them.
-	TimestampType string
-}
-
-// RebalanceFuncs are called from inside Poll, on the polling goroutine,
-// when the group hands partitions to this member or takes them away.
-type RebalanceFuncs struct {
-	// Assigned is called after the partitions were added to the assignment,
-	// so the callee may pause them.
-	Assigned func(partitions []int32)
-	// Revoked is called before the partitions leave the assignment, so the
-	// callee may still commit their offsets; lost is true when the
-	// membership was lost (session timeout) and committing would fail or
-	// overwrite a new owner's progress.
-	Revoked func(partitions []int32, lost bool)
 }
 
 // Consumer is a group consumer with manual offset management: nothing is
@@ -107,8 +81,14 @@ func NewConsumer(logger *slog.Logger, cfg ConsumerConfig) (*Consumer, error) {
 	return &Consumer{logger: logger, topic: cfg.Topic, c: c, stopLogs: stopLogs}, nil
 }
 
-// Subscribe joins the group. rb's functions are called from Poll.
-func (c *Consumer) Subscribe(rb RebalanceFuncs) error {
+// Subscribe joins the group. The functions are called from inside Poll, on
+// the polling goroutine, when the group hands partitions to this member or
+// takes them away: assigned after the partitions were added to the
+// assignment (so the callee may pause them), revoked before they leave it
+// (so the callee may still commit their offsets; lost is true when the
+// membership was lost, e.g. a session timeout, and committing would fail or
+// overwrite a new owner's progress). Either may be nil.
+func (c *Consumer) Subscribe(assigned func(partitions []int32), revoked func(partitions []int32, lost bool)) error {
 	cb := func(kc *kafka.Consumer, ev kafka.Event) error {
 		cooperative := kc.GetRebalanceProtocol() == "COOPERATIVE"
 		switch e := ev.(type) {
@@ -123,12 +103,12 @@ func (c *Consumer) Subscribe(rb RebalanceFuncs) error {
 				c.logger.Error("kafka: assign failed", "topic", c.topic, "err", err)
 				return err
 			}
-			if rb.Assigned != nil {
-				rb.Assigned(partitionsOf(e.Partitions))
+			if assigned != nil {
+				assigned(partitionsOf(e.Partitions))
 			}
 		case kafka.RevokedPartitions:
-			if rb.Revoked != nil {
-				rb.Revoked(partitionsOf(e.Partitions), kc.AssignmentLost())
+			if revoked != nil {
+				revoked(partitionsOf(e.Partitions), kc.AssignmentLost())
 			}
 			var err error
 			if cooperative {
@@ -172,7 +152,7 @@ func (c *Consumer) tps(partitions []int32, offsets map[int32]int64) []kafka.Topi
 // arrived. Client errors that librdkafka recovers from by itself (a broker
 // down, a transport error) are logged and not returned; a returned error is
 // fatal for the consumer.
-func (c *Consumer) Poll(timeout time.Duration) (*Record, error) {
+func (c *Consumer) Poll(timeout time.Duration) (*record.Record, error) {
 	ev := c.c.Poll(int(timeout.Milliseconds()))
 	switch e := ev.(type) {
 	case nil:
@@ -182,26 +162,8 @@ func (c *Consumer) Poll(timeout time.Duration) (*Record, error) {
 			c.logger.Warn("kafka: consume error", "topic", c.topic, "partition", e.TopicPartition.Partition, "err", e.TopicPartition.Error)
 			return nil, nil
 		}
-		r := &Record{
-			Topic:     c.topic,
-			Partition: e.TopicPartition.Partition,
-			Offset:    int64(e.TopicPartition.Offset),
-			Key:       e.Key,
-			Value:     e.Value,
-			Headers:   fromKafkaHeaders(e.Headers),
-		}
-		if e.TopicPartition.Topic != nil {
-			r.Topic = *e.TopicPartition.Topic
-		}
-		switch e.TimestampType {
-		case kafka.TimestampCreateTime:
-			r.TimestampType, r.Timestamp = "CreateTime", e.Timestamp
-		case kafka.TimestampLogAppendTime:
-			r.TimestampType, r.Timestamp = "LogAppendTime", e.Timestamp
-		default:
-			r.TimestampType = "NoTimestampType"
-		}
-		return r, nil
+		r := toRecord(c.topic, e)
+		return &r, nil
 	case kafka.Error:
 		if e.IsFatal() {
 			return nil, fmt.Errorf("kafka consumer: %w", e)
@@ -281,7 +243,8 @@ func (c *Consumer) Probe(timeout time.Duration) error {
 	return nil
 }
 
-// Close leaves the group (revoking the assignment through RebalanceFuncs)
+// Close leaves the group (revoking the assignment through the revoked
+// function given to Subscribe)
 // and releases the client.
 func (c *Consumer) Close() error {
 	err := c.c.Close()

@@ -13,6 +13,8 @@ import (
 	"sync"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 // ClientConfig is what every client of the service shares.
@@ -86,38 +88,38 @@ func bridgeLogs(logger *slog.Logger, m kafka.ConfigMap, client string) (stop fun
 	return func() { once.Do(func() { close(ch) }) }
 }
 
-// Header is one Kafka record header.
-type Header struct {
-	Key   string
-	Value []byte
+// toRecord converts a consumed message; topic is used when the message
+// names none. It is the one place that maps librdkafka's timestamp types to
+// the names Kafka's Java client uses.
+func toRecord(topic string, m *kafka.Message) record.Record {
+	r := record.Record{
+		Topic:     topic,
+		Partition: m.TopicPartition.Partition,
+		Offset:    int64(m.TopicPartition.Offset),
+		Key:       m.Key,
+		Value:     m.Value,
+	}
+	if m.TopicPartition.Topic != nil {
+		r.Topic = *m.TopicPartition.Topic
+	}
+	if len(m.Headers) > 0 {
+		r.Headers = make([]record.Header, len(m.Headers))
+		for i, h := range m.Headers {
+			r.Headers[i] = record.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	switch m.TimestampType {
+	case kafka.TimestampCreateTime:
+		r.TimestampType, r.Timestamp = record.TimestampCreateTime, m.Timestamp
+	case kafka.TimestampLogAppendTime:
+		r.TimestampType, r.Timestamp = record.TimestampLogAppendTime, m.Timestamp
+	default:
+		r.TimestampType = record.TimestampNone
+	}
+	return r
 }
 
-// Message is a record to produce.
-type Message struct {
-	Topic   string
-	Key     []byte
-	Value   []byte
-	Headers []Header
-}
-
-func toKafkaHeaders(hs []Header) []kafka.Header {
-	if len(hs) == 0 {
-		return nil
-	}
-	out := make([]kafka.Header, len(hs))
-	for i, h := range hs {
-		out[i] = kafka.Header{Key: h.Key, Value: h.Value}
-	}
-	return out
-}
-
-func fromKafkaHeaders(hs []kafka.Header) []Header {
-	if len(hs) == 0 {
-		return nil
-	}
-	out := make([]Header, len(hs))
-	for i, h := range hs {
-		out[i] = Header{Key: h.Key, Value: h.Value}
-	}
-	return out
-}
+// TooLarge reports whether err, from ProduceBatch, says the record exceeds a
+// size limit of the client or the broker. With it *Producer satisfies the
+// dead-letter interface of package ingest, which owns what to do then.
+func (*Producer) TooLarge(err error) bool { return IsMessageTooLarge(err) }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 // ReaderConfig configures a Reader.
@@ -38,22 +40,6 @@ type PartitionRange struct {
 	// captured before reading, so that a read ends even while producers
 	// keep appending.
 	End int64
-}
-
-// ReadRecord is one record read by a Reader.
-type ReadRecord struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	// Key and Value are nil for a null key or value.
-	Key     []byte
-	Value   []byte
-	Headers []Header
-	// Timestamp is the record's timestamp; zero when the broker has none.
-	Timestamp time.Time
-	// TimestampType is "CreateTime", "LogAppendTime" or "NoTimestampType",
-	// as Kafka's Java client spells them.
-	TimestampType string
 }
 
 // Reader reads fixed offset ranges of a topic without a consumer group:
@@ -198,7 +184,7 @@ func (r *Reader) OffsetForTime(ctx context.Context, topic string, partition int3
 // so offsets that hold no readable record (transaction markers, records of
 // aborted or still open transactions, compacted records) do not stall it.
 // fn may block; nothing times out while it runs.
-func (r *Reader) ReadRanges(ctx context.Context, topic string, ranges []PartitionRange, fn func(ReadRecord) error) error {
+func (r *Reader) ReadRanges(ctx context.Context, topic string, ranges []PartitionRange, fn func(record.Record) error) error {
 	ends := make(map[int32]int64, len(ranges))
 	var assign []kafka.TopicPartition
 	for _, rg := range ranges {
@@ -259,7 +245,7 @@ func (r *Reader) ReadRanges(ctx context.Context, topic string, ranges []Partitio
 				finish(p)
 				continue
 			}
-			if err := fn(toReadRecord(topic, e)); err != nil {
+			if err := fn(toRecord(topic, e)); err != nil {
 				return err
 			}
 			lastProgress = time.Now()
@@ -299,24 +285,4 @@ func readerMustStop(e kafka.Error) bool {
 		return true
 	}
 	return false
-}
-
-func toReadRecord(topic string, m *kafka.Message) ReadRecord {
-	rec := ReadRecord{
-		Topic:     topic,
-		Partition: m.TopicPartition.Partition,
-		Offset:    int64(m.TopicPartition.Offset),
-		Key:       m.Key,
-		Value:     m.Value,
-		Headers:   fromKafkaHeaders(m.Headers),
-	}
-	switch m.TimestampType {
-	case kafka.TimestampCreateTime:
-		rec.TimestampType, rec.Timestamp = "CreateTime", m.Timestamp
-	case kafka.TimestampLogAppendTime:
-		rec.TimestampType, rec.Timestamp = "LogAppendTime", m.Timestamp
-	default:
-		rec.TimestampType = "NoTimestampType"
-	}
-	return rec
 }

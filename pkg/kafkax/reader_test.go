@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pcp/route-processing/pkg/record"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
 
@@ -56,19 +57,19 @@ func (b *readerBundle) produce(t *testing.T, partition int32, n int, from int) {
 	testenv.ProducePartition(t, b.bootstrap, b.topic, partition, recs...)
 }
 
-func (b *readerBundle) read(t *testing.T, ranges ...PartitionRange) []ReadRecord {
+func (b *readerBundle) read(t *testing.T, ranges ...PartitionRange) []record.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var got []ReadRecord
-	require.NoError(t, b.reader.ReadRanges(ctx, b.topic, ranges, func(r ReadRecord) error {
+	var got []record.Record
+	require.NoError(t, b.reader.ReadRanges(ctx, b.topic, ranges, func(r record.Record) error {
 		got = append(got, r)
 		return nil
 	}))
 	return got
 }
 
-func keysOf(recs []ReadRecord) []string {
+func keysOf(recs []record.Record) []string {
 	out := make([]string, len(recs))
 	for i, r := range recs {
 		out[i] = fmt.Sprintf("%d@%d=%s", r.Partition, r.Offset, r.Key)
@@ -170,7 +171,7 @@ func TestReader(t *testing.T) {
 		b.produce(t, 0, 3, 0)
 		boom := fmt.Errorf("boom")
 		n := 0
-		err := b.reader.ReadRanges(context.Background(), b.topic, []PartitionRange{{Partition: 0, Start: 0, End: 3}}, func(ReadRecord) error {
+		err := b.reader.ReadRanges(context.Background(), b.topic, []PartitionRange{{Partition: 0, Start: 0, End: 3}}, func(record.Record) error {
 			n++
 			return boom
 		})

@@ -1,8 +1,10 @@
 package passport
 
+import "github.com/pcp/route-processing/pkg/dlq"
+
 // ContractError reports a record value that breaks the input contract. It is
 // the only error type [Parse] returns, so callers can route every failure to
-// the dead-letter topic with category [CategoryContract] without inspecting
+// the dead-letter topic with category [dlq.CategoryContract] without inspecting
 // messages.
 type ContractError struct {
 	// Field is the dotted JSON path from the envelope root with array
@@ -22,23 +24,9 @@ func (e *ContractError) Error() string {
 	return "contract violation: " + e.Reason
 }
 
-// Category returns [CategoryContract]: every contract violation is permanent,
-// retrying the same bytes can never succeed.
-func (e *ContractError) Category() Category { return CategoryContract }
-
-// Category is the value of the pcp-error-category DLQ header (contract §4).
-type Category string
-
-const (
-	// CategoryContract marks records that break the input contract.
-	CategoryContract Category = "CONTRACT"
-	// CategoryRetryable marks records the database refused after bounded
-	// retries; replaying them later may succeed.
-	CategoryRetryable Category = "RETRYABLE"
-	// CategoryFatal marks records that failed for a reason that is neither
-	// the producer's fault nor transient.
-	CategoryFatal Category = "FATAL"
-)
+// Category returns [dlq.CategoryContract]: every contract violation is
+// permanent, retrying the same bytes can never succeed.
+func (e *ContractError) Category() dlq.Category { return dlq.CategoryContract }
 
 // fieldErr builds a ContractError whose reason starts with the field, so the
 // DLQ message alone tells an operator where to look.

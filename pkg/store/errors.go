@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"syscall"
@@ -85,4 +86,19 @@ func classifySQLState(code string) Kind {
 	// shutdown, cannot connect now), 58 system error, XX internal error, and
 	// anything else: the database, not the record, is the problem.
 	return KindUnavailable
+}
+
+// RefusalReason describes a refusal by PostgreSQL for a dead-letter header:
+// the server's message, SQLSTATE and column, never the detail (which may
+// quote the data). It returns "" when err is not a server's refusal.
+func RefusalReason(err error) string {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return ""
+	}
+	s := fmt.Sprintf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
+	if pgErr.ColumnName != "" {
+		s += ", column " + pgErr.ColumnName
+	}
+	return s
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/pcp/route-processing/pkg/record"
 	"github.com/pcp/route-processing/pkg/relay/relaytest"
 	"github.com/pcp/route-processing/pkg/store"
+	"github.com/pcp/route-processing/pkg/testenv"
 )
 
 type outboxBundle struct {
@@ -25,7 +26,7 @@ func setupOutbox(t *testing.T) (context.Context, *outboxBundle) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	pool := storePool(t)
+	pool := testenv.Pool(t)
 	return ctx, &outboxBundle{pool: pool, outbox: store.NewOutbox(pool)}
 }
 

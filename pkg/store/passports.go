@@ -7,50 +7,23 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/passport"
 )
 
-// OutboxConfig is what the ingest write freezes into each new outbox row.
-type OutboxConfig struct {
-	// TopicProcessedRoute receives ModeStatusChangedEvent (TOPIC_PROCESSED_ROUTE).
-	TopicProcessedRoute string
-	// TopicRouteGeoreference receives RouteGeoRefEvent (TOPIC_ROUTE_GEOREFERENCE).
-	TopicRouteGeoreference string
-	// MessageKey is the OUTBOX_MESSAGE_KEY mode given to Passport.MessageKey.
-	MessageKey string
-	// MaxAttempts is stored in max_attempts (OUTBOX_MAX_ATTEMPTS).
-	MaxAttempts int
-}
-
-// IngestRecord is one accepted input record: the validated passport and
-// where it came from.
-type IngestRecord struct {
-	Passport *passport.Passport
-	// Source of the record (route_passports.source_*).
-	Topic     string
-	Partition int32
-	Offset    int64
-	Key       []byte // nil: the record had no key
-	// Value is the input record value, stored as raw_payload (jsonb).
-	Value []byte
-	// Traceparent is the input's W3C traceparent header; nil when the record
-	// had none (then the outbox headers carry none either).
-	Traceparent *string
-}
-
 // Passports writes accepted passports with their outbox rows.
 type Passports struct {
-	pool *pgxpool.Pool
-	cfg  OutboxConfig
+	pool        *pgxpool.Pool
+	maxAttempts int
 }
 
-// NewPassports returns the ingest writer over pool.
-func NewPassports(pool *pgxpool.Pool, cfg OutboxConfig) *Passports {
-	return &Passports{pool: pool, cfg: cfg}
+// NewPassports returns the ingest writer over pool; maxAttempts is stored in
+// each new outbox row's max_attempts (OUTBOX_MAX_ATTEMPTS).
+func NewPassports(pool *pgxpool.Pool, maxAttempts int) *Passports {
+	return &Passports{pool: pool, maxAttempts: maxAttempts}
 }
 
 // Ping makes one round trip to the database.
@@ -58,17 +31,27 @@ func (s *Passports) Ping(ctx context.Context) error {
 	return s.pool.Ping(ctx)
 }
 
-// Write writes recs in one transaction; see [PassportTx.Write].
-func (s *Passports) Write(ctx context.Context, recs []IngestRecord) error {
+// Write writes accepted in one transaction; see passportTx.Write.
+func (s *Passports) Write(ctx context.Context, accepted []passport.Accepted) error {
 	tx, err := s.Begin(ctx)
 	if err != nil {
 		return err
 	}
-	if err := tx.Write(ctx, recs); err != nil {
+	if err := tx.Write(ctx, accepted); err != nil {
 		_ = tx.Rollback(ctx)
 		return err
 	}
 	return tx.Commit(ctx)
+}
+
+// WriteTx is one ingest transaction, as [Passports.Begin] returns it.
+// Begin returns this interface rather than *passportTx so that the writer
+// satisfies the ingestor's Store interface as it is, and the ingestor's
+// tests can fake a transaction.
+type WriteTx interface {
+	Write(ctx context.Context, accepted []passport.Accepted) error
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
 }
 
 // Begin starts a write transaction on a connection of its own. The caller
@@ -76,22 +59,22 @@ func (s *Passports) Write(ctx context.Context, recs []IngestRecord) error {
 //
 // Splitting Write from Commit lets the ingestor pipeline batches: the next
 // batch's statements run while this one's commit waits for its WAL flush.
-func (s *Passports) Begin(ctx context.Context) (*PassportTx, error) {
+func (s *Passports) Begin(ctx context.Context) (WriteTx, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("begin ingest transaction: %w", err)
 	}
-	return &PassportTx{tx: tx, cfg: s.cfg}, nil
+	return &passportTx{tx: tx, maxAttempts: s.maxAttempts}, nil
 }
 
-// PassportTx is one ingest transaction.
-type PassportTx struct {
-	tx  pgx.Tx
-	cfg OutboxConfig
+// passportTx is one ingest transaction.
+type passportTx struct {
+	tx          pgx.Tx
+	maxAttempts int
 }
 
 // Commit commits the transaction.
-func (t *PassportTx) Commit(ctx context.Context) error {
+func (t *passportTx) Commit(ctx context.Context) error {
 	if err := t.tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit ingest transaction: %w", err)
 	}
@@ -99,7 +82,7 @@ func (t *PassportTx) Commit(ctx context.Context) error {
 }
 
 // Rollback abandons the transaction; it is safe to call after Commit.
-func (t *PassportTx) Rollback(ctx context.Context) error {
+func (t *passportTx) Rollback(ctx context.Context) error {
 	err := t.tx.Rollback(ctx)
 	if err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 		return fmt.Errorf("rollback ingest transaction: %w", err)
@@ -107,14 +90,14 @@ func (t *PassportTx) Rollback(ctx context.Context) error {
 	return nil
 }
 
-// Write upserts the passports of recs by route_id (last write wins,
+// Write upserts the passports of accepted by route_id (last write wins,
 // updated_at = statement_timestamp(), created_at kept), inserts the two outbox rows of each
 // route that has none yet, and notifies [NotifyChannel], all in one round
 // trip.
 //
-// recs are in input order and may name a route more than once: the route's
-// row gets the last record, while the outbox rows (inserted only when
-// absent) get the first, exactly as if the records had been written one
+// accepted are in input order and may name a route more than once: the
+// route's row gets the last record, while the outbox rows (inserted only
+// when absent) get the first one's events, exactly as if the records had been written one
 // transaction each.
 //
 // Rows are sent as arrays and expanded with unnest, in route_id order, so
@@ -124,15 +107,15 @@ func (t *PassportTx) Rollback(ctx context.Context) error {
 // transactions, so a later write of a route may run in a transaction that
 // started before the one that inserted it, and now() (the transaction
 // start) would then put updated_at before created_at.
-func (t *PassportTx) Write(ctx context.Context, recs []IngestRecord) error {
-	if len(recs) == 0 {
+func (t *passportTx) Write(ctx context.Context, accepted []passport.Accepted) error {
+	if len(accepted) == 0 {
 		return nil
 	}
-	first := make(map[string]int, len(recs))
-	last := make(map[string]int, len(recs))
-	order := make([]string, 0, len(recs))
-	for i := range recs {
-		id := recs[i].Passport.RouteID
+	first := make(map[string]int, len(accepted))
+	last := make(map[string]int, len(accepted))
+	order := make([]string, 0, len(accepted))
+	for i := range accepted {
+		id := accepted[i].Passport.RouteID
 		if _, seen := first[id]; !seen {
 			first[id] = i
 			order = append(order, id)
@@ -143,17 +126,17 @@ func (t *PassportTx) Write(ctx context.Context, recs []IngestRecord) error {
 	pr := newPassportRows(len(order))
 	or := newOutboxRows(2 * len(order))
 	for _, id := range order {
-		if err := pr.add(&recs[last[id]]); err != nil {
+		if err := pr.add(&accepted[last[id]]); err != nil {
 			return err
 		}
-		if err := or.add(&recs[first[id]], t.cfg); err != nil {
+		if err := or.add(accepted[first[id]].Events); err != nil {
 			return err
 		}
 	}
 
 	b := &pgx.Batch{}
 	b.Queue(upsertPassportsSQL, pr.args()...)
-	b.Queue(insertOutboxSQL, append(or.args(), t.cfg.MaxAttempts)...)
+	b.Queue(insertOutboxSQL, append(or.args(), t.maxAttempts)...)
 	b.Queue("select pg_notify($1, '')", NotifyChannel)
 	if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("write %d passports: %w", len(order), err)
@@ -250,8 +233,8 @@ func newPassportRows(n int) *passportRows {
 	}
 }
 
-func (r *passportRows) add(rec *IngestRecord) error {
-	p := rec.Passport
+func (r *passportRows) add(acc *passport.Accepted) error {
+	p, rec := acc.Passport, &acc.Source
 	pol, err := json.Marshal(p.Polarisation)
 	if err != nil {
 		return fmt.Errorf("encode polarisation of %s: %w", p.RouteID, err)
@@ -320,27 +303,21 @@ func newOutboxRows(n int) *outboxRows {
 	}
 }
 
-func (o *outboxRows) add(rec *IngestRecord, cfg OutboxConfig) error {
-	p := rec.Passport
-	key := p.MessageKey(cfg.MessageKey)
-	for _, ev := range [...]struct{ typ, topic string }{
-		{passport.EventModeStatusChanged, cfg.TopicProcessedRoute},
-		{passport.EventRouteGeoRef, cfg.TopicRouteGeoreference},
-	} {
-		id, err := uuid.NewV7()
+// add appends events as they are: which events a passport yields, and
+// their keys, payloads and headers, is the domain's rule
+// (passport.Events).
+func (o *outboxRows) add(events []outbox.Event) error {
+	for _, ev := range events {
+		hdr, err := json.Marshal(outbox.HeaderMap(ev.Headers))
 		if err != nil {
-			return fmt.Errorf("new outbox id: %w", err)
+			return fmt.Errorf("encode outbox headers: %w", err)
 		}
-		hdr, err := outboxHeaders(ev.typ, id.String(), p, rec.Traceparent)
-		if err != nil {
-			return err
-		}
-		o.id = append(o.id, id.String())
-		o.routeID = append(o.routeID, p.RouteID)
-		o.eventType = append(o.eventType, ev.typ)
-		o.topic = append(o.topic, ev.topic)
-		o.key = append(o.key, key)
-		o.payload = append(o.payload, p.Payload(ev.typ))
+		o.id = append(o.id, ev.ID.String())
+		o.routeID = append(o.routeID, ev.RouteID)
+		o.eventType = append(o.eventType, ev.Type)
+		o.topic = append(o.topic, ev.Topic)
+		o.key = append(o.key, ev.Key)
+		o.payload = append(o.payload, ev.Payload)
 		o.headers = append(o.headers, hdr)
 	}
 	return nil
@@ -348,27 +325,4 @@ func (o *outboxRows) add(rec *IngestRecord, cfg OutboxConfig) error {
 
 func (o *outboxRows) args() []any {
 	return []any{o.id, o.routeID, o.eventType, o.topic, o.key, jsonArray(o.payload), jsonArray(o.headers)}
-}
-
-// outboxHeaders renders the headers object of contract §2: type and eventId
-// always, traceId and correlationId when non-empty, traceparent when the
-// input record had one.
-func outboxHeaders(eventType, eventID string, p *passport.Passport, traceparent *string) ([]byte, error) {
-	h := make(map[string]string, 5)
-	h["type"] = eventType
-	h["eventId"] = eventID
-	if p.TraceID != nil && *p.TraceID != "" {
-		h["traceId"] = *p.TraceID
-	}
-	if p.CorrelationID != nil && *p.CorrelationID != "" {
-		h["correlationId"] = *p.CorrelationID
-	}
-	if traceparent != nil {
-		h["traceparent"] = *traceparent
-	}
-	b, err := json.Marshal(h)
-	if err != nil {
-		return nil, fmt.Errorf("encode outbox headers: %w", err)
-	}
-	return b, nil
 }

@@ -12,10 +12,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/passport"
+	"github.com/pcp/route-processing/pkg/record"
 	"github.com/pcp/route-processing/pkg/store"
+	"github.com/pcp/route-processing/pkg/testenv"
 )
 
-func passportRecord(t *testing.T, routeID, name, traceID string, offset int64) store.IngestRecord {
+var events = passport.EventConfig{TopicProcessedRoute: "proc", TopicRouteGeoreference: "geo", MessageKey: "traceId"}
+
+// passportRecord is an accepted record of the route; headers are the
+// input record's.
+func passportRecord(t *testing.T, routeID, name, traceID string, offset int64, headers ...record.Header) passport.Accepted {
 	t.Helper()
 	raw, err := os.ReadFile("../../testdata/contract/valid-polygon.json")
 	require.NoError(t, err)
@@ -29,24 +35,22 @@ func passportRecord(t *testing.T, routeID, name, traceID string, offset int64) s
 	require.NoError(t, err)
 	p, err := passport.Parse(v, passport.Limits{})
 	require.NoError(t, err)
-	return store.IngestRecord{Passport: p, Topic: "in", Partition: 0, Offset: offset, Key: []byte("k"), Value: v}
+	return passport.Accept(p, record.Record{Topic: "in", Partition: 0, Offset: offset, Key: []byte("k"), Value: v, Headers: headers}, events)
 }
 
 func TestPassportsWrite(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg := store.OutboxConfig{TopicProcessedRoute: "proc", TopicRouteGeoreference: "geo", MessageKey: "traceId", MaxAttempts: 7}
 
 	t.Run("SameRouteTwiceInOneWrite", func(t *testing.T) {
 		t.Parallel()
-		pool := storePool(t)
-		s := store.NewPassports(pool, cfg)
+		pool := testenv.Pool(t)
+		s := store.NewPassports(pool, 7)
 		id := uuid.NewString()
 		tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-		first := passportRecord(t, id, "first", "trace-1", 1)
-		first.Traceparent = &tp
+		first := passportRecord(t, id, "first", "trace-1", 1, record.Header{Key: "traceparent", Value: []byte(tp)})
 		last := passportRecord(t, id, "last", "trace-2", 2)
-		require.NoError(t, s.Write(ctx, []store.IngestRecord{first, last}))
+		require.NoError(t, s.Write(ctx, []passport.Accepted{first, last}))
 
 		var name string
 		var off int64
@@ -81,11 +85,11 @@ func TestPassportsWrite(t *testing.T) {
 
 	t.Run("NulRejectedAsRecord", func(t *testing.T) {
 		t.Parallel()
-		pool := storePool(t)
-		s := store.NewPassports(pool, cfg)
+		pool := testenv.Pool(t)
+		s := store.NewPassports(pool, 7)
 		rec := passportRecord(t, uuid.NewString(), "nul", "t", 1)
-		rec.Value = []byte(strings.Replace(string(rec.Value), `"source":"survey-planner"`, `"source":"a\u0000b"`, 1))
-		err := s.Write(ctx, []store.IngestRecord{rec})
+		rec.Source.Value = []byte(strings.Replace(string(rec.Source.Value), `"source":"survey-planner"`, `"source":"a\u0000b"`, 1))
+		err := s.Write(ctx, []passport.Accepted{rec})
 		require.Error(t, err)
 		require.Equal(t, store.KindRecord, store.Classify(err))
 	})
@@ -96,8 +100,8 @@ func TestPassportsWrite(t *testing.T) {
 func TestPassportsUpdatedAtAfterInsertOfLaterTransaction(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := storePool(t)
-	s := store.NewPassports(pool, store.OutboxConfig{TopicProcessedRoute: "proc", TopicRouteGeoreference: "geo", MessageKey: "traceId", MaxAttempts: 3})
+	pool := testenv.Pool(t)
+	s := store.NewPassports(pool, 3)
 	id := uuid.NewString()
 
 	older, err := s.Begin(ctx) // begins first, writes last
@@ -106,13 +110,13 @@ func TestPassportsUpdatedAtAfterInsertOfLaterTransaction(t *testing.T) {
 	// now() of older is its BEGIN time, before the insert below.
 	time.Sleep(20 * time.Millisecond)
 
-	require.NoError(t, s.Write(ctx, []store.IngestRecord{passportRecord(t, id, "insert", "t1", 1)}))
+	require.NoError(t, s.Write(ctx, []passport.Accepted{passportRecord(t, id, "insert", "t1", 1)}))
 	var created1, updated1 time.Time
 	require.NoError(t, pool.QueryRow(ctx, "select created_at, updated_at from route_passports where route_id = $1", id).Scan(&created1, &updated1))
 	require.Equal(t, created1, updated1, "an insert sets both to the same time")
 
 	time.Sleep(20 * time.Millisecond)
-	require.NoError(t, older.Write(ctx, []store.IngestRecord{passportRecord(t, id, "update", "t2", 2)}))
+	require.NoError(t, older.Write(ctx, []passport.Accepted{passportRecord(t, id, "update", "t2", 2)}))
 	require.NoError(t, older.Commit(ctx))
 
 	var name string

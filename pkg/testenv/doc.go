@@ -97,6 +97,24 @@
 // function it returns; [StartPostgresCluster] and [StartBrokerProcess] are
 // NewPostgresCluster and NewBrokerProcess without a testing.TB.
 //
+// # Production conditions
+//
+// For tests of what stands between a service and its dependencies:
+// [NewPgBouncer] runs the real PgBouncer (Debian package pgbouncer) in
+// front of a [PostgresCluster] in transaction pooling mode, its URL carrying
+// pgx's default_query_exec_mode=exec. [NewReplicatedCluster] is a primary
+// with a synchronous streaming standby (pg_basebackup -R,
+// synchronous_standby_names = '*'), a multi-host URL with
+// target_session_attrs=read-write, KillPrimary (pg_ctl stop -m immediate),
+// Promote, and RestartPrimaryReadOnly (writes fail with SQLSTATE 25006).
+// [NewFaultProxy] is a Toxiproxy proxy embedded in the test binary with
+// Latency, ResetPeer and Blackhole (the timeout toxic with timeout 0: bytes
+// held, no RST), each switched off again with Heal or Clear.
+// [NewProxiedKafka] is a kfake broker that advertises its proxy's address
+// (kfake.ListenFn), so every client, the test's own too, goes through the
+// proxy. PgBouncer runs in a process group of its own, registered with the
+// reaper like the clusters; proxies and kfake live in the test process.
+//
 // # Cleanup when the test binary dies
 //
 // Main's teardown does not run when a test panics (the testing package

@@ -147,7 +147,42 @@ func (s *pgServer) createDB(t testing.TB, template string) string {
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
+	if u, err = withQueryExecMode(u); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
 	return u
+}
+
+// EnvQueryExecMode names the variable that runs every test database
+// connection in one of pgx's query execution modes (the URL's
+// default_query_exec_mode): `exec` and `simple_protocol` are what a
+// transaction-pooling PgBouncer needs, so running a package's tests with each
+// shows that none of its queries depends on named prepared statements or
+// binary parameter encoding by OID (TESTENV_QUERY_EXEC_MODE=exec go test
+// ./pkg/store). It applies to [DatabaseURL], [EmptyDatabaseURL] and [Pool].
+const EnvQueryExecMode = "TESTENV_QUERY_EXEC_MODE"
+
+func withQueryExecMode(connURL string) (string, error) {
+	mode := os.Getenv(EnvQueryExecMode)
+	if mode == "" {
+		return connURL, nil
+	}
+	switch mode {
+	case "cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol":
+	default:
+		return "", fmt.Errorf("%s=%q: want cache_statement, cache_describe, describe_exec, exec or simple_protocol", EnvQueryExecMode, mode)
+	}
+	if strings.HasPrefix(connURL, "postgres://") || strings.HasPrefix(connURL, "postgresql://") {
+		u, err := url.Parse(connURL)
+		if err != nil {
+			return "", errors.New("invalid database URL")
+		}
+		q := u.Query()
+		q.Set("default_query_exec_mode", mode)
+		u.RawQuery = q.Encode()
+		return u.String(), nil
+	}
+	return connURL + " default_query_exec_mode=" + mode, nil
 }
 
 // DatabaseURL returns a connection URL to a brand-new database of t's own,

@@ -20,7 +20,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -36,6 +35,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pcp/route-processing/pkg/dlq"
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 // Topic defaults follow contract §5; the same environment variables
@@ -297,13 +299,25 @@ func (p *printer) output(r *kgo.Record) {
 // position, and the headers that say why (contract §4).
 func (p *printer) dlq(r *kgo.Record) {
 	p.dlqs++
-	field := header(r, "pcp-error-field")
+	hs := make([]record.Header, len(r.Headers))
+	for i, h := range r.Headers {
+		hs[i] = record.Header{Key: h.Key, Value: h.Value}
+	}
+	info := dlq.Decode(hs)
+	field := info.Field
 	if field == "" {
 		field = "(none)"
 	}
 	orig := ""
-	if b := headerBytes(r, "kafka_dlt-original-offset"); len(b) == 8 {
-		orig = fmt.Sprintf(" from p%s@%d", beInt32(headerBytes(r, "kafka_dlt-original-partition")), int64(binary.BigEndian.Uint64(b)))
+	if info.OriginalOffset >= 0 {
+		part := "?"
+		if info.OriginalPartition >= 0 {
+			part = fmt.Sprint(info.OriginalPartition)
+		}
+		orig = fmt.Sprintf(" from p%s@%d", part, info.OriginalOffset)
+	}
+	if info.ValueOmittedBytes > 0 {
+		orig += fmt.Sprintf(" (value of %d bytes omitted)", info.ValueOmittedBytes)
 	}
 	fmt.Fprintf(p.w, "%s %s %s %s key=%s%s category=%s field=%s reason=%q\n",
 		p.c(cDim, r.Timestamp.Format("15:04:05.000")),
@@ -312,17 +326,10 @@ func (p *printer) dlq(r *kgo.Record) {
 		p.c(cDim, fmt.Sprintf("p%d@%d", r.Partition, r.Offset)),
 		keyOf(r),
 		p.c(cDim, orig),
-		p.c(cYellow, header(r, "pcp-error-category")),
+		p.c(cYellow, string(info.Category)),
 		p.c(cBold, field),
-		clip(header(r, "kafka_dlt-exception-message"), 200),
+		clip(info.ExceptionMessage, 200),
 	)
-}
-
-func beInt32(b []byte) string {
-	if len(b) != 4 {
-		return "?"
-	}
-	return fmt.Sprint(int32(binary.BigEndian.Uint32(b)))
 }
 
 func headerBytes(r *kgo.Record, key string) []byte {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pcp/route-processing/pkg/dlq"
 )
 
 func TestWKTType(t *testing.T) {
@@ -59,14 +61,14 @@ func TestPrinterNeverPrintsPayload(t *testing.T) {
 	p.dlq(&kgo.Record{
 		Topic: topicDLQ, Key: []byte("invalid-interval.json"), Value: []byte(`{"SECRET-PAYLOAD":1}`),
 		Headers: []kgo.RecordHeader{
-			{Key: "kafka_dlt-original-partition", Value: part},
-			{Key: "kafka_dlt-original-offset", Value: off},
-			{Key: "kafka_dlt-exception-message", Value: []byte("data.properties.end_datetime: must not be before start_datetime")},
-			{Key: "pcp-error-category", Value: []byte("CONTRACT")},
-			{Key: "pcp-error-field", Value: []byte("data.properties.end_datetime")},
+			{Key: dlq.HeaderOriginalPartition, Value: part},
+			{Key: dlq.HeaderOriginalOffset, Value: off},
+			{Key: dlq.HeaderExceptionMessage, Value: []byte("data.properties.end_datetime: must not be before start_datetime")},
+			{Key: dlq.HeaderErrorCategory, Value: []byte("CONTRACT")},
+			{Key: dlq.HeaderErrorField, Value: []byte("data.properties.end_datetime")},
 		},
 	})
-	p.dlq(&kgo.Record{Topic: topicDLQ, Value: []byte("SECRET-PAYLOAD"), Headers: []kgo.RecordHeader{{Key: "pcp-error-category", Value: []byte("CONTRACT")}}})
+	p.dlq(&kgo.Record{Topic: topicDLQ, Value: []byte("SECRET-PAYLOAD"), Headers: []kgo.RecordHeader{{Key: dlq.HeaderErrorCategory, Value: []byte("CONTRACT")}}})
 	out := buf.String()
 	for _, want := range []string{
 		"OUT", "key=7b0b3c1e9f", "routeId=2f1d5b1e-6c1a-4a53-9c43-1f0b5a7e9d10", "POLYGON", "ModeStatusChangedEvent", "traceparent",

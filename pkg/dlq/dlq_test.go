@@ -1,0 +1,259 @@
+package dlq
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/record"
+)
+
+func be32(v int32) []byte { return binary.BigEndian.AppendUint32(nil, uint32(v)) }
+func be64(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
+
+func h(k string, v []byte) record.Header { return record.Header{Key: k, Value: v} }
+
+// dlqHeaders are headers as the ingestor (and Spring Kafka) write them.
+func dlqHeaders(category Category, field string) []record.Header {
+	return []record.Header{
+		h(HeaderOriginalTopic, []byte("pcp.request.survey-georeference.v1")),
+		h(HeaderOriginalPartition, be32(3)),
+		h(HeaderOriginalOffset, be64(1234)),
+		h(HeaderOriginalTimestamp, be64(1777371300000)),
+		h(HeaderOriginalTimestampType, []byte("CreateTime")),
+		h(HeaderOriginalGroup, []byte("pcp-route-processing-service")),
+		h(HeaderExceptionFQCN, []byte("ContractError")),
+		h(HeaderExceptionMessage, []byte("data.geometry: ring not closed")),
+		h(HeaderErrorCategory, []byte(category)),
+		h(HeaderErrorField, []byte(field)),
+	}
+}
+
+func TestDecode(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name    string
+		headers []record.Header
+		want    Info
+	}{
+		{
+			name:    "all headers",
+			headers: dlqHeaders("CONTRACT", "data.geometry.coordinates[0][3]"),
+			want: Info{
+				OriginalTopic:         "pcp.request.survey-georeference.v1",
+				OriginalPartition:     3,
+				OriginalOffset:        1234,
+				OriginalTimestamp:     time.Date(2026, 4, 28, 10, 15, 0, 0, time.UTC),
+				OriginalTimestampType: "CreateTime",
+				OriginalGroup:         "pcp-route-processing-service",
+				ExceptionFQCN:         "ContractError",
+				ExceptionMessage:      "data.geometry: ring not closed",
+				Category:              "CONTRACT",
+				Field:                 "data.geometry.coordinates[0][3]",
+			},
+		},
+		{
+			name:    "no headers",
+			headers: nil,
+			want:    Info{OriginalPartition: -1, OriginalOffset: -1},
+		},
+		{
+			name: "big-endian, not little-endian, and full width",
+			headers: []record.Header{
+				h(HeaderOriginalPartition, []byte{0, 0, 1, 2}),
+				h(HeaderOriginalOffset, []byte{0, 0, 0, 1, 0, 0, 0, 2}),
+				h(HeaderOriginalTimestamp, []byte{0, 0, 0, 0, 0, 0, 0x03, 0xe8}),
+			},
+			want: Info{OriginalPartition: 258, OriginalOffset: 1<<32 + 2, OriginalTimestamp: time.Unix(1, 0).UTC()},
+		},
+		{
+			name: "wrong widths are unknown, not misread",
+			headers: []record.Header{
+				h(HeaderOriginalPartition, be64(3)),
+				h(HeaderOriginalOffset, be32(7)),
+				h(HeaderOriginalTimestamp, []byte("1777371300000")),
+			},
+			want: Info{OriginalPartition: -1, OriginalOffset: -1},
+		},
+		{
+			name:    "timestamp -1: the original had none",
+			headers: []record.Header{h(HeaderOriginalTimestamp, be64(-1)), h(HeaderOriginalTimestampType, []byte("NoTimestampType"))},
+			want:    Info{OriginalPartition: -1, OriginalOffset: -1, OriginalTimestampType: "NoTimestampType"},
+		},
+		{
+			name: "a malformed later header overrides an earlier valid one",
+			headers: []record.Header{
+				h(HeaderOriginalPartition, be32(3)),
+				h(HeaderOriginalPartition, nil),
+			},
+			want: Info{OriginalPartition: -1, OriginalOffset: -1},
+		},
+		{
+			name: "repeated headers: the last one wins",
+			headers: append(dlqHeaders("RETRYABLE", "old"),
+				h(HeaderErrorCategory, []byte("CONTRACT")),
+				h(HeaderErrorField, []byte("data.id")),
+				h(HeaderOriginalOffset, be64(99)),
+			),
+			want: func() Info {
+				i := Decode(dlqHeaders("CONTRACT", "data.id"))
+				i.OriginalOffset = 99
+				return i
+			}(),
+		},
+		{
+			name: "names are case-sensitive",
+			headers: []record.Header{
+				h("PCP-ERROR-CATEGORY", []byte("CONTRACT")),
+				h("Kafka_dlt-original-topic", []byte("x")),
+			},
+			want: Info{OriginalPartition: -1, OriginalOffset: -1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tt.want, Decode(tt.headers))
+		})
+	}
+}
+
+func TestStrip(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name    string
+		headers []record.Header
+		want    []record.Header
+	}{
+		{name: "none", headers: nil, want: nil},
+		{
+			name:    "only dead-letter headers",
+			headers: dlqHeaders("CONTRACT", "data"),
+			want:    nil,
+		},
+		{
+			name: "original headers kept in order, values untouched, duplicates kept",
+			headers: append([]record.Header{
+				h("traceparent", []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")),
+				h("b", []byte{0, 1, 2}),
+				h("b", nil),
+			}, append(dlqHeaders("CONTRACT", "data"),
+				h("pcp-error-something-new", []byte("x")),
+				h("kafka_dlt-exception-stacktrace", []byte("x")),
+				h("after", []byte("z")),
+			)...),
+			want: []record.Header{
+				h("traceparent", []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")),
+				h("b", []byte{0, 1, 2}),
+				h("b", nil),
+				h("after", []byte("z")),
+			},
+		},
+		{
+			name: "similar names that are not dead-letter headers are kept",
+			headers: []record.Header{
+				h("kafka_dlt", []byte("1")),
+				h("pcp-error", []byte("2")),
+				h("x-pcp-error-category", []byte("3")),
+				h("kafka_original-topic", []byte("4")),
+			},
+			want: []record.Header{
+				h("kafka_dlt", []byte("1")),
+				h("pcp-error", []byte("2")),
+				h("x-pcp-error-category", []byte("3")),
+				h("kafka_original-topic", []byte("4")),
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tt.want, Strip(tt.headers))
+		})
+	}
+}
+
+// FuzzDecode: header values come from whoever wrote to the DLQ; no
+// value may panic the decoder, and stripping keeps only non-DLQ headers.
+func FuzzDecode(f *testing.F) {
+	f.Add(HeaderOriginalPartition, []byte{0, 0, 0, 3})
+	f.Add(HeaderOriginalOffset, []byte{1, 2, 3})
+	f.Add(HeaderOriginalTimestamp, be64(-1))
+	f.Add("traceparent", []byte("x"))
+	f.Fuzz(func(t *testing.T, key string, value []byte) {
+		hs := []record.Header{h(key, value), h(HeaderErrorCategory, value)}
+		_ = Decode(hs)
+		for _, s := range Strip(hs) {
+			if IsHeader(s.Key) {
+				t.Fatalf("kept %q", s.Key)
+			}
+		}
+	})
+}
+
+// What Letter writes, Decode reads back, and Strip gives back the
+// original headers: the writer and the readers agree on names and
+// encodings.
+func TestLetterRoundTrip(t *testing.T) {
+	t.Parallel()
+	orig := record.Record{
+		Topic: "in", Partition: 7, Offset: 1<<40 + 5,
+		Key: []byte("k"), Value: []byte(`{"x":1}`),
+		Headers:   []record.Header{{Key: "traceparent", Value: []byte("00-a-b-01")}, {Key: "b", Value: nil}},
+		Timestamp: time.UnixMilli(1777371300123), TimestampType: record.TimestampCreateTime,
+	}
+	why := Reason{FQCN: FQCNContractViolation, Message: "data.id: missing", Category: CategoryContract, Field: "data.id"}
+	l := Letter("dlq", orig, "group", why)
+	require.Equal(t, "dlq", l.Topic)
+	require.Equal(t, orig.Key, l.Key)
+	require.Equal(t, orig.Value, l.Value)
+	require.Equal(t, Info{
+		OriginalTopic: "in", OriginalPartition: 7, OriginalOffset: 1<<40 + 5,
+		OriginalTimestamp: time.UnixMilli(1777371300123).UTC(), OriginalTimestampType: record.TimestampCreateTime,
+		OriginalGroup: "group", ExceptionFQCN: FQCNContractViolation, ExceptionMessage: "data.id: missing",
+		Category: CategoryContract, Field: "data.id",
+	}, Decode(l.Headers))
+	require.Equal(t, orig.Headers, Strip(l.Headers))
+
+	// Spring's encodings, byte for byte.
+	v, _ := l.Header(HeaderOriginalPartition)
+	require.Equal(t, []byte{0, 0, 0, 7}, v)
+	v, _ = l.Header(HeaderOriginalTimestamp)
+	require.Equal(t, be64(1777371300123), v)
+
+	// No timestamp, no field: -1 and NoTimestampType, no field header.
+	orig.Timestamp, orig.TimestampType = time.Time{}, ""
+	why.Field = ""
+	l = Letter("dlq", orig, "group", why)
+	v, _ = l.Header(HeaderOriginalTimestamp)
+	require.Equal(t, be64(-1), v)
+	info := Decode(l.Headers)
+	require.True(t, info.OriginalTimestamp.IsZero())
+	require.Equal(t, record.TimestampNone, info.OriginalTimestampType)
+	_, hasField := l.Header(HeaderErrorField)
+	require.False(t, hasField)
+
+	// Without the value: the size is told, the rest is kept, the input
+	// letter is untouched.
+	o := OmitValue(l)
+	require.Nil(t, o.Value)
+	require.Equal(t, len(orig.Value), Decode(o.Headers).ValueOmittedBytes)
+	require.Equal(t, l.Headers, o.Headers[:len(l.Headers)])
+	require.Len(t, l.Headers, len(o.Headers)-1)
+	require.NotNil(t, l.Value)
+}
+
+func TestParseCategory(t *testing.T) {
+	t.Parallel()
+	for _, c := range Categories {
+		got, ok := ParseCategory(string(c))
+		require.True(t, ok)
+		require.Equal(t, c, got)
+	}
+	_, ok := ParseCategory("contract")
+	require.False(t, ok, "compared exactly")
+}

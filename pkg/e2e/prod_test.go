@@ -1,0 +1,511 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pcp/route-processing/pkg/passport"
+	"github.com/pcp/route-processing/pkg/passportgen"
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+// TestProduction is issue 11's suite: the binaries behind PgBouncer, through
+// a PostgreSQL failover, over PostgreSQL and Kafka links that add latency,
+// reset connections and go silent, and recovering from an outage of each
+// dependency. Every scenario streams passports while the fault happens and
+// prints a figures line (produced, lost, duplicates, dlq, failed, and the
+// seconds things took). Two run at a time, like TestResilience.
+func TestProduction(t *testing.T) {
+	bins := BuildBinaries(t, t.TempDir())
+	t.Run("pgbouncer", func(t *testing.T) { t.Parallel(); testPgBouncer(t, bins) })
+	t.Run("failover", func(t *testing.T) { t.Parallel(); testFailover(t, bins) })
+	t.Run("pg-latency", func(t *testing.T) { t.Parallel(); testPGLatency(t, bins) })
+	t.Run("pg-resets", func(t *testing.T) { t.Parallel(); testPGResets(t, bins) })
+	t.Run("pg-blackhole", func(t *testing.T) { t.Parallel(); testPGBlackhole(t, bins) })
+	t.Run("kafka-blackhole", func(t *testing.T) { t.Parallel(); testKafkaBlackhole(t, bins) })
+	t.Run("pg-outage-recovery", func(t *testing.T) { t.Parallel(); testPGOutageRecovery(t, bins) })
+	t.Run("broker-freeze-recovery", func(t *testing.T) { t.Parallel(); testBrokerFreezeRecovery(t, bins) })
+}
+
+// streamAsync streams recs at rate per second in the background; the
+// returned channel closes when the last record was handed to the client.
+func streamAsync(p *Producer, recs []passportgen.Record, rate int) <-chan struct{} {
+	done := make(chan struct{})
+	go func() { defer close(done); p.Stream(context.Background(), recs, rate, nil) }()
+	return done
+}
+
+// converge waits for the end state every scenario wants: input committed to
+// the end, want outbox rows all PUBLISHED.
+func converge(t *testing.T, s *stack, want int, timeout time.Duration) {
+	t.Helper()
+	if ok, desc := s.waitCommittedToEnd(timeout); !ok {
+		t.Errorf("ingestor did not commit to the end of the input: %s", desc)
+	}
+	if ok, desc := s.waitPublished(want, timeout); !ok {
+		t.Errorf("outbox not fully published: %s", desc)
+	}
+}
+
+// checkClean fails t unless v is lost 0, dlq 0 (or wantDLQ), failed 0 and
+// every outbox row published.
+func checkClean(t *testing.T, v verdict, wantPublished, wantDLQ int) {
+	t.Helper()
+	for _, d := range v.Details {
+		t.Log(d)
+	}
+	if v.Lost != 0 || v.DLQ != wantDLQ || v.Failed != 0 || v.Published != wantPublished {
+		t.Errorf("want lost=0 dlq=%d failed=0 published=%d; got %s", wantDLQ, wantPublished, v)
+	}
+}
+
+// exits is the figure of exits the test did not cause.
+func exits(s *stack) string {
+	return fmt.Sprintf("exits=ingestor:%d,relay:%d", s.ingestor.Unexpected(), s.relay.Unexpected())
+}
+
+// checkNoExits: the binaries ride out faults; they never exit.
+func checkNoExits(t *testing.T, s *stack) {
+	t.Helper()
+	if s.ingestor.Unexpected() != 0 || s.relay.Unexpected() != 0 {
+		t.Errorf("a process exited (ingestor %d, relay %d); they must keep retrying", s.ingestor.Unexpected(), s.relay.Unexpected())
+	}
+}
+
+// invalidPassports returns n hostile values that passport.Parse rejects and
+// that fit a default topic (under 900 KiB).
+func invalidPassports(seed uint64, n int) [][]byte {
+	rng := passportgen.NewRand(seed)
+	var out [][]byte
+	for len(out) < n {
+		_, v := passportgen.HostileCase(rng)
+		if v == nil || len(v) > 900<<10 {
+			continue
+		}
+		if _, err := passport.Parse(v, passport.DefaultLimits()); err != nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// testPgBouncer: both binaries with DATABASE_URL at PgBouncer in transaction
+// pooling mode (default_query_exec_mode=exec), migrations direct. 3,000
+// valid passports and 150 invalid ones: every valid one written and
+// published, every invalid one dead-lettered, no database error repeated in
+// the logs, no log line carrying a batch's id list, and the relay says that
+// it polls because notifications do not come through the pooler.
+func testPgBouncer(t *testing.T, bins Binaries) {
+	const n, bad = 3_000, 150
+	start := time.Now()
+	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	pg.CreateDatabase(t, "pcp_route_processing", false)
+	bouncer := testenv.NewPgBouncer(t, pg, testenv.PgBouncerOptions{})
+	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 3})
+	s := newProdStack(t, bins, "bouncer", prodEnv{
+		ServiceDB: bouncer.URL("pcp_route_processing"),
+		DirectDB:  pg.URL("pcp_route_processing"),
+		Bootstrap: broker.Addr(),
+	})
+	s.startBoth()
+	recs := GenValid(21, n)
+	invalid := invalidPassports(22, bad)
+	p := NewProducer(t, s.bootstrap, s.topics.Input)
+	for i, r := range recs {
+		if i%20 == 0 {
+			p.Send(n+i/20, []byte(fmt.Sprintf("bad-%d", i/20)), invalid[i/20])
+		}
+		p.Send(i, r.Key, r.Value)
+		if i%100 == 99 {
+			time.Sleep(50 * time.Millisecond) // ~2,000/s
+		}
+	}
+	p.Wait(2 * time.Minute)
+	// 3,150 records at ~2,000/s: a minute is ample, and a relay that never
+	// marks must not cost the suite more.
+	converge(t, s, 2*n, time.Minute)
+	v := s.tally(recs)
+
+	var repeated []string
+	longest := 0
+	for _, pr := range []*Proc{s.ingestor, s.relay} {
+		r, l := repeatedProblems(pr, 3)
+		for _, x := range r {
+			repeated = append(repeated, pr.name+": "+x)
+		}
+		longest = max(longest, l)
+	}
+	fallbackLog := false
+	for _, l := range logLines(s.relay) {
+		m := strings.ToLower(l.Msg)
+		if strings.Contains(m, "poll") && (strings.Contains(m, "notif") || strings.Contains(m, "listen")) {
+			fallbackLog = true
+		}
+	}
+	fallbackMetric := metricNamed(s.relay, "route_passport_outbox_", "listen", "notif", "wakeup")
+	report(t, "pgbouncer", v.String(),
+		fmt.Sprintf("invalid=%d", bad),
+		fmt.Sprintf("repeated-log-problems=%d", len(repeated)),
+		fmt.Sprintf("longest-log-line=%dB", longest),
+		fmt.Sprintf("poll-fallback-log=%v poll-fallback-metric=%q", fallbackLog, fallbackMetric),
+		exits(s),
+		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
+	checkClean(t, v, 2*n, bad)
+	if len(repeated) > 0 {
+		t.Errorf("problems logged again and again behind PgBouncer: %s\nfirst of them:%s%s",
+			strings.Join(repeated, "; "), problemSample(s.relay, 3), problemSample(s.ingestor, 3))
+	}
+	if longest > 8<<10 {
+		t.Errorf("a log line of %d bytes: no line may carry a batch's id list", longest)
+	}
+	if !fallbackLog || fallbackMetric == "" {
+		t.Errorf("the relay does not say that it polls for lack of notifications through the pooler (log line about polling and notifications: %v; metric route_passport_outbox_*listen*/*notif*: %q)", fallbackLog, fallbackMetric)
+	}
+	checkNoExits(t, s)
+}
+
+// metricNamed returns the first metric of p whose name starts with prefix
+// and contains one of the words ("" when none).
+func metricNamed(p *Proc, prefix string, words ...string) string {
+	code, body := p.get("/metrics")
+	if code != 200 {
+		return ""
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		name := line
+		if i := strings.IndexAny(line, "{ "); i >= 0 {
+			name = line[:i]
+		}
+		for _, w := range words {
+			if strings.Contains(name, w) {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+// testFailover: a primary and a synchronous standby behind a multi-host URL
+// (target_session_attrs=read-write). Mid-stream the primary is killed
+// (pg_ctl stop -m immediate); 3 s later the standby is promoted, and 3 s
+// after that the old primary comes back read-only (SQLSTATE 25006 for
+// writes, first in the URL's host list). Nothing lost, nothing
+// dead-lettered, no FAILED row, offsets committed to the end, rows written
+// again within 10 s of the promotion, /readyz non-200 during the outage.
+func testFailover(t *testing.T, bins Binaries) {
+	const n, rate = 6_000, 200
+	start := time.Now()
+	r := testenv.NewReplicatedCluster(t, testenv.PostgresOptions{})
+	u := r.CreateDatabase(t, "pcp_route_processing", false)
+	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 3})
+	s := newProdStack(t, bins, "failover", prodEnv{ServiceDB: u, Bootstrap: broker.Addr()})
+	s.startBoth()
+	recs := GenValid(23, n)
+	p := NewProducer(t, s.bootstrap, s.topics.Input)
+	m := startMonitor(s)
+	streamed := streamAsync(p, recs, rate) // 30 s
+	time.Sleep(6 * time.Second)
+	r.KillPrimary(t)
+	killed := time.Now()
+	time.Sleep(3 * time.Second)
+	r.Promote(t)
+	promoted := time.Now()
+	time.Sleep(3 * time.Second)
+	r.RestartPrimaryReadOnly(t)
+	<-streamed
+	p.Wait(2 * time.Minute)
+	converge(t, s, 2*n, 2*time.Minute)
+	m.halt()
+	v := s.tally(recs)
+	ingDown, ingPolls := m.notReady("ingestor", killed, promoted)
+	relayDown, relayPolls := m.notReady("relay", killed, promoted)
+	writing, publishing := m.moving(false, promoted), m.moving(true, promoted)
+	report(t, "failover", v.String(),
+		fmt.Sprintf("writing-after-promotion=%s publishing-after-promotion=%s", secs(writing), secs(publishing)),
+		fmt.Sprintf("ready-after-promotion=ingestor:%s,relay:%s", secs(m.readyAgain("ingestor", promoted)), secs(m.readyAgain("relay", promoted))),
+		fmt.Sprintf("not-ready-during-outage=ingestor:%d/%d,relay:%d/%d", ingDown, ingPolls, relayDown, relayPolls),
+		exits(s),
+		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
+	checkClean(t, v, 2*n, 0)
+	if writing < 0 || writing > 10*time.Second {
+		t.Errorf("rows written again %s after the promotion, want ≤ 10s", secs(writing))
+	}
+	if publishing < 0 || publishing > 10*time.Second {
+		t.Errorf("rows published again %s after the promotion, want ≤ 10s", secs(publishing))
+	}
+	if ingDown == 0 {
+		t.Errorf("ingestor /readyz stayed 200 while no primary existed (%d polls)", ingPolls)
+	}
+	if relayDown == 0 {
+		t.Errorf("relay /readyz stayed 200 while no primary existed (%d polls)", relayPolls)
+	}
+	checkNoExits(t, s)
+}
+
+// pgProxyStack is a stack whose binaries reach their own PostgreSQL cluster
+// through a fault proxy; the test checks directly.
+func pgProxyStack(t *testing.T, bins Binaries, name string) (*stack, *testenv.FaultProxy) {
+	t.Helper()
+	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	pg.CreateDatabase(t, "pcp_route_processing", false)
+	px := testenv.NewFaultProxy(t, "postgres", pg.Addr())
+	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 3})
+	s := newProdStack(t, bins, name, prodEnv{
+		ServiceDB: pg.URLAt(px.Addr(), "pcp_route_processing"),
+		DirectDB:  pg.URL("pcp_route_processing"),
+		Bootstrap: broker.Addr(),
+	})
+	return s, px
+}
+
+// testPGLatency: 100 ms ± 50 ms on every answer from PostgreSQL for the
+// whole stream.
+func testPGLatency(t *testing.T, bins Binaries) {
+	const n, rate = 3_000, 200
+	start := time.Now()
+	s, px := pgProxyStack(t, bins, "pglatency")
+	s.startBoth()
+	px.Latency(t, 100*time.Millisecond, 50*time.Millisecond)
+	recs := GenValid(24, n)
+	p := NewProducer(t, s.bootstrap, s.topics.Input)
+	m := startMonitor(s)
+	<-streamAsync(p, recs, rate) // 15 s
+	p.Wait(2 * time.Minute)
+	converge(t, s, 2*n, 2*time.Minute)
+	m.halt()
+	drained := time.Since(start)
+	v := s.tally(recs)
+	ingDown, ingPolls := m.notReady("ingestor", start, time.Now())
+	report(t, "pg-latency", v.String(), "latency=100ms±50ms",
+		fmt.Sprintf("ingestor-not-ready=%d/%d", ingDown, ingPolls),
+		exits(s),
+		fmt.Sprintf("elapsed=%s", drained.Round(time.Second)))
+	checkClean(t, v, 2*n, 0)
+	checkNoExits(t, s)
+}
+
+// testPGResets: five times, 3 s apart, every connection to PostgreSQL is
+// reset (RST) for 300 ms. Rows flow again within 10 s of the last reset.
+func testPGResets(t *testing.T, bins Binaries) {
+	const n, rate = 4_000, 200
+	start := time.Now()
+	s, px := pgProxyStack(t, bins, "pgresets")
+	s.startBoth()
+	recs := GenValid(25, n)
+	p := NewProducer(t, s.bootstrap, s.topics.Input)
+	m := startMonitor(s)
+	streamed := streamAsync(p, recs, rate) // 20 s
+	var healed time.Time
+	for range 5 {
+		time.Sleep(3 * time.Second)
+		px.ResetPeer(t)
+		time.Sleep(300 * time.Millisecond)
+		px.Heal(t, "reset")
+		healed = time.Now()
+	}
+	<-streamed
+	p.Wait(2 * time.Minute)
+	converge(t, s, 2*n, 2*time.Minute)
+	m.halt()
+	v := s.tally(recs)
+	writing, publishing := m.moving(false, healed), m.moving(true, healed)
+	report(t, "pg-resets", v.String(), "resets=5x300ms",
+		fmt.Sprintf("writing-after-last-reset=%s publishing-after-last-reset=%s", secs(writing), secs(publishing)),
+		exits(s),
+		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
+	checkClean(t, v, 2*n, 0)
+	if writing < 0 || writing > 10*time.Second || publishing < 0 || publishing > 10*time.Second {
+		t.Errorf("after the last reset: writing again %s, publishing again %s; want both ≤ 10s", secs(writing), secs(publishing))
+	}
+	checkNoExits(t, s)
+}
+
+// testPGBlackhole: the PostgreSQL link holds every byte (no RST) for 30 s
+// mid-stream. Both /readyz go non-200 within 5 s, rows flow again within
+// 10 s after the link is back; nothing lost, no DLQ, no FAILED.
+func testPGBlackhole(t *testing.T, bins Binaries) {
+	const n, rate = 9_000, 200
+	const hole = 30 * time.Second
+	start := time.Now()
+	s, px := pgProxyStack(t, bins, "pgblackhole")
+	s.startBoth()
+	recs := GenValid(26, n)
+	p := NewProducer(t, s.bootstrap, s.topics.Input)
+	m := startMonitor(s)
+	streamed := streamAsync(p, recs, rate) // 45 s
+	time.Sleep(5 * time.Second)
+	px.Blackhole(t)
+	holed := time.Now()
+	time.Sleep(hole)
+	px.Heal(t, "blackhole")
+	healed := time.Now()
+	<-streamed
+	p.Wait(2 * time.Minute)
+	converge(t, s, 2*n, 2*time.Minute)
+	m.halt()
+	v := s.tally(recs)
+	ingDown, ingPolls := m.notReady("ingestor", holed, healed)
+	relayDown, relayPolls := m.notReady("relay", holed, healed)
+	ingFirst, relayFirst := m.firstNotReady("ingestor", holed, healed), m.firstNotReady("relay", holed, healed)
+	writing, publishing := m.moving(false, healed), m.moving(true, healed)
+	report(t, "pg-blackhole", v.String(), fmt.Sprintf("blackhole=%s", hole),
+		fmt.Sprintf("written-during=%d published-during=%d", m.grew(false, holed.Add(time.Second), healed), m.grew(true, holed.Add(time.Second), healed)),
+		fmt.Sprintf("not-ready-after=ingestor:%s,relay:%s", secs(ingFirst), secs(relayFirst)),
+		fmt.Sprintf("not-ready=ingestor:%d/%d,relay:%d/%d", ingDown, ingPolls, relayDown, relayPolls),
+		fmt.Sprintf("writing-after-heal=%s publishing-after-heal=%s", secs(writing), secs(publishing)),
+		fmt.Sprintf("ready-after-heal=ingestor:%s,relay:%s", secs(m.readyAgain("ingestor", healed)), secs(m.readyAgain("relay", healed))),
+		exits(s),
+		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
+	checkClean(t, v, 2*n, 0)
+	for name, first := range map[string]time.Duration{"ingestor": ingFirst, "relay": relayFirst} {
+		if first < 0 || first > 5*time.Second {
+			t.Errorf("%s /readyz went non-200 %s into the blackhole, want ≤ 5s", name, secs(first))
+		}
+	}
+	if writing < 0 || writing > 10*time.Second || publishing < 0 || publishing > 10*time.Second {
+		t.Errorf("after the blackhole: writing again %s, publishing again %s; want both ≤ 10s", secs(writing), secs(publishing))
+	}
+	checkNoExits(t, s)
+}
+
+// testKafkaBlackhole: the broker behind a fault proxy that it advertises;
+// the link holds every byte for 20 s mid-stream. The relay reports not-ready
+// within 5 s and burns no attempt (retry counter 0, no FAILED row), the ingestor stops
+// without committing anything it has not written, and publishing resumes
+// within 10 s of the link coming back.
+func testKafkaBlackhole(t *testing.T, bins Binaries) {
+	const n, rate = 6_000, 200
+	const hole = 20 * time.Second
+	start := time.Now()
+	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	u := pg.CreateDatabase(t, "pcp_route_processing", false)
+	k := testenv.NewProxiedKafka(t, 3)
+	s := newProdStack(t, bins, "kafkahole", prodEnv{ServiceDB: u, Bootstrap: k.Addr()})
+	s.startBoth()
+	recs := GenValid(27, n)
+	p := NewProducer(t, s.bootstrap, s.topics.Input)
+	m := startMonitor(s)
+	streamed := streamAsync(p, recs, rate) // 30 s, stalled by the blackhole
+	time.Sleep(6 * time.Second)
+	k.Proxy.Blackhole(t)
+	holed := time.Now()
+	time.Sleep(hole)
+	k.Proxy.Heal(t, "blackhole")
+	healed := time.Now()
+	<-streamed
+	p.Wait(3 * time.Minute)
+	converge(t, s, 2*n, 3*time.Minute)
+	m.halt()
+	v := s.tally(recs)
+	retries, _ := s.relay.Metric("route_passport_outbox_retry_total")
+	ingDown, ingPolls := m.notReady("ingestor", holed, healed)
+	relayDown, relayPolls := m.notReady("relay", holed, healed)
+	relayFirst := m.firstNotReady("relay", holed, healed)
+	publishing := m.moving(true, healed)
+	report(t, "kafka-blackhole", v.String(), fmt.Sprintf("blackhole=%s", hole),
+		fmt.Sprintf("written-during=%d published-during=%d", m.grew(false, holed.Add(time.Second), healed), m.grew(true, holed.Add(time.Second), healed)),
+		fmt.Sprintf("not-ready=ingestor:%d/%d,relay:%d/%d", ingDown, ingPolls, relayDown, relayPolls),
+		fmt.Sprintf("relay-not-ready-after=%s", secs(relayFirst)),
+		fmt.Sprintf("relay-retries=%.0f", retries),
+		fmt.Sprintf("publishing-after-heal=%s", secs(publishing)),
+		fmt.Sprintf("ready-after-heal=ingestor:%s,relay:%s", secs(m.readyAgain("ingestor", healed)), secs(m.readyAgain("relay", healed))),
+		exits(s),
+		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
+	checkClean(t, v, 2*n, 0)
+	if relayFirst < 0 || relayFirst > 5*time.Second {
+		t.Errorf("relay /readyz went non-200 %s into the Kafka blackhole, want ≤ 5s (\"within a few seconds\", as for PostgreSQL)", secs(relayFirst))
+	}
+	if retries != 0 {
+		t.Errorf("the relay burned %.0f publish attempts on a Kafka outage, want 0", retries)
+	}
+	if publishing < 0 || publishing > 10*time.Second {
+		t.Errorf("publishing again %s after the Kafka link came back, want ≤ 10s", secs(publishing))
+	}
+	checkNoExits(t, s)
+}
+
+// testPGOutageRecovery: PostgreSQL stopped for 20 s mid-stream and started
+// again, with the shipped backoff defaults. Both binaries ready, writing and
+// publishing within 2 s of PostgreSQL accepting connections.
+func testPGOutageRecovery(t *testing.T, bins Binaries) {
+	const n, rate = 8_000, 200
+	start := time.Now()
+	s := newStack(t, bins, "pgrecover", stackOptions{IngestorEnv: ingestorDefaults, RelayEnv: relayDefaults})
+	s.startBoth()
+	recs := GenValid(28, n)
+	p := NewProducer(t, s.bootstrap, s.topics.Input)
+	m := startMonitor(s)
+	streamed := streamAsync(p, recs, rate) // 40 s
+	time.Sleep(5 * time.Second)
+	s.pg.Stop(t)
+	time.Sleep(20 * time.Second)
+	s.pg.Start(t)
+	back := time.Now()
+	<-streamed
+	p.Wait(2 * time.Minute)
+	converge(t, s, 2*n, 2*time.Minute)
+	m.halt()
+	v := s.tally(recs)
+	ingReady, relayReady := m.readyAgain("ingestor", back), m.readyAgain("relay", back)
+	writing, publishing := m.moving(false, back), m.moving(true, back)
+	report(t, "pg-outage-recovery", v.String(), "outage=20s",
+		fmt.Sprintf("recovery=ready:ingestor:%s,relay:%s writing:%s publishing:%s", secs(ingReady), secs(relayReady), secs(writing), secs(publishing)),
+		exits(s),
+		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
+	checkClean(t, v, 2*n, 0)
+	for what, d := range map[string]time.Duration{"ingestor ready": ingReady, "relay ready": relayReady, "writing": writing, "publishing": publishing} {
+		if d < 0 || d > 2*time.Second {
+			t.Errorf("%s %s after PostgreSQL came back, want ≤ 2s", what, secs(d))
+		}
+	}
+	checkNoExits(t, s)
+}
+
+// testBrokerFreezeRecovery: the broker frozen (SIGSTOP) for 20 s mid-stream,
+// then thawed, with the shipped probe backoff. Publishing (and writing)
+// within 2 s of the thaw, both ready.
+func testBrokerFreezeRecovery(t *testing.T, bins Binaries) {
+	const n, rate = 8_000, 200
+	start := time.Now()
+	s := newStack(t, bins, "brokerrecover", stackOptions{IngestorEnv: ingestorDefaults, RelayEnv: relayDefaults})
+	s.startBoth()
+	recs := GenValid(29, n)
+	p := NewProducer(t, s.bootstrap, s.topics.Input)
+	m := startMonitor(s)
+	streamed := streamAsync(p, recs, rate) // 40 s
+	time.Sleep(5 * time.Second)
+	s.broker.Pause(t)
+	frozen := time.Now()
+	time.Sleep(20 * time.Second)
+	s.broker.Resume(t)
+	thawed := time.Now()
+	<-streamed
+	p.Wait(2 * time.Minute)
+	converge(t, s, 2*n, 2*time.Minute)
+	m.halt()
+	v := s.tally(recs)
+	relayDown, relayPolls := m.notReady("relay", frozen, thawed)
+	ingReady, relayReady := m.readyAgain("ingestor", thawed), m.readyAgain("relay", thawed)
+	// The input is frozen too (the test's producer writes to the same
+	// broker), so there is no backlog: the first growth is the recovery.
+	writing, publishing := m.movingBeyond(false, thawed, 0), m.movingBeyond(true, thawed, 0)
+	retries, _ := s.relay.Metric("route_passport_outbox_retry_total")
+	report(t, "broker-freeze-recovery", v.String(), "freeze=20s",
+		fmt.Sprintf("relay-not-ready=%d/%d relay-retries=%.0f", relayDown, relayPolls, retries),
+		fmt.Sprintf("recovery=ready:ingestor:%s,relay:%s writing:%s publishing:%s", secs(ingReady), secs(relayReady), secs(writing), secs(publishing)),
+		exits(s),
+		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
+	checkClean(t, v, 2*n, 0)
+	for what, d := range map[string]time.Duration{"ingestor ready": ingReady, "relay ready": relayReady, "publishing": publishing} {
+		if d < 0 || d > 2*time.Second {
+			t.Errorf("%s %s after the broker thawed, want ≤ 2s", what, secs(d))
+		}
+	}
+	checkNoExits(t, s)
+}

@@ -1,0 +1,127 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/pcp/route-processing/pkg/backoff"
+	"github.com/pcp/route-processing/pkg/dlq"
+	"github.com/pcp/route-processing/pkg/record"
+	"github.com/pcp/route-processing/pkg/store"
+)
+
+func contractReason(it *item) dlq.Reason {
+	return dlq.Reason{
+		FQCN:     dlq.FQCNContractViolation,
+		Message:  it.cerr.Reason,
+		Category: it.cerr.Category(),
+		Field:    it.cerr.Field,
+	}
+}
+
+// databaseReason is the reason of a record the database refused attempts
+// times: the server's message and code (store.RefusalReason), never the
+// data.
+func databaseReason(err error, attempts int) func(*item) dlq.Reason {
+	msg := fmt.Sprintf("database rejected the record after %d attempts", attempts)
+	if r := store.RefusalReason(err); r != "" {
+		msg += ": " + r
+	}
+	return func(*item) dlq.Reason {
+		return dlq.Reason{FQCN: dlq.FQCNDatabaseRejection, Message: msg, Category: dlq.CategoryRetryable}
+	}
+}
+
+// deadLetter copies items to the DLQ and marks each done once acknowledged.
+// A failed write is retried with backoff (component "dlq" not ready
+// meanwhile) until it succeeds or ctx ends: nothing is skipped.
+func (in *Ingestor) deadLetter(ctx context.Context, items []*item, why func(*item) dlq.Reason) {
+	bo := backoff.New(in.cfg.MinBackoff, in.cfg.MaxBackoff)
+	for {
+		items = in.ownedItems(items)
+		if len(items) == 0 {
+			return
+		}
+		letters := make([]record.Record, len(items))
+		reasons := make([]dlq.Reason, len(items))
+		for i, it := range items {
+			reasons[i] = why(it)
+			letters[i] = dlq.Letter(in.cfg.DLQTopic, it.acc.Source, in.cfg.ConsumerGroup, reasons[i])
+		}
+		errs := in.produceLetters(ctx, items, letters)
+		var failed []*item
+		var firstErr error
+		for i, err := range errs {
+			if err != nil {
+				failed = append(failed, items[i])
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			it, r := items[i], reasons[i]
+			it.done = true
+			in.metrics.failure.WithLabelValues(string(r.Category)).Inc()
+			in.logger.WarnContext(ctx, "record dead-lettered",
+				append(recordAttrs(it), "category", string(r.Category), "field", r.Field, "error_class", r.FQCN, "reason", r.Message)...)
+		}
+		if len(failed) == 0 {
+			in.dlqHealth.ok(ctx)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		in.dlqHealth.fail(ctx, firstErr)
+		items = failed
+		if !backoff.Sleep(ctx, bo.Next()) {
+			return
+		}
+	}
+}
+
+// produceLetters sends the letters of items. A broker refuses a whole
+// produce request for one oversized record, so its neighbours fail too:
+// each refused record is sent again alone. One that is still refused would
+// block its partition for good (nothing is skipped), so it is sent without
+// its value (dlq.OmitValue): the headers still say where the original is,
+// and the input topic keeps it for its retention.
+func (in *Ingestor) produceLetters(ctx context.Context, items []*item, letters []record.Record) []error {
+	errs := in.deadLetters.ProduceBatch(ctx, letters)
+	for i, err := range errs {
+		if !in.deadLetters.TooLarge(err) {
+			continue
+		}
+		l := letters[i]
+		if errs[i] = in.deadLetters.ProduceBatch(ctx, []record.Record{l})[0]; !in.deadLetters.TooLarge(errs[i]) || len(l.Value) == 0 {
+			continue
+		}
+		in.logger.WarnContext(ctx, "dead-letter record too large for the DLQ topic; sending it without its value",
+			append(recordAttrs(items[i]), "err", errs[i])...)
+		errs[i] = in.deadLetters.ProduceBatch(ctx, []record.Record{dlq.OmitValue(l)})[0]
+	}
+	return errs
+}
+
+// recordAttrs are the log attributes of a record: identifiers and sizes,
+// never the payload.
+func recordAttrs(it *item) []any {
+	rec := it.rec()
+	attrs := []any{
+		slog.String("topic", rec.Topic),
+		slog.Int("partition", int(rec.Partition)),
+		slog.Int64("offset", rec.Offset),
+		slog.Int("payload_bytes", len(rec.Value)),
+	}
+	if p := it.acc.Passport; p != nil {
+		attrs = append(attrs, slog.String("route_id", p.RouteID))
+		if p.TraceID != nil {
+			attrs = append(attrs, slog.String("trace_id", *p.TraceID))
+		}
+		if p.CorrelationID != nil {
+			attrs = append(attrs, slog.String("correlation_id", *p.CorrelationID))
+		}
+	}
+	return attrs
+}

@@ -1,0 +1,159 @@
+package ingest
+
+import (
+	"context"
+	"time"
+)
+
+// loop polls records into pending and dispatches batches until ctx ends,
+// Poll fails or BeforeCommit stopped it. Batches run on batchCtx.
+func (in *Ingestor) loop(ctx, batchCtx context.Context) error {
+	for {
+		in.drainResults()
+		if in.stopped {
+			return in.hookErr
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		in.dispatch(batchCtx)
+		in.commit(ctx, nil, 0, false)
+		if in.stopped {
+			return in.hookErr
+		}
+		in.flowControl(ctx)
+		in.updateLag()
+
+		rec, err := in.consumer.Poll(in.pollTimeout())
+		if err != nil {
+			return err
+		}
+		if rec == nil {
+			in.caughtUp = true
+			continue
+		}
+		in.caughtUp = false
+		epoch, ok := in.ownedEpoch(rec.Partition)
+		if !ok {
+			continue // a straggler of a revoked partition
+		}
+		if !in.tracker.Add(rec.Partition, rec.Offset) {
+			continue // already polled in this assignment
+		}
+		if len(in.pending) == 0 {
+			in.pendingSince = time.Now()
+		}
+		it := &item{epoch: epoch}
+		it.acc.Source = *rec
+		in.pending = append(in.pending, it)
+		in.pendingBytes += len(rec.Value)
+	}
+}
+
+func (in *Ingestor) pollTimeout() time.Duration {
+	switch {
+	case in.outage():
+		return 50 * time.Millisecond
+	case in.batchFull():
+		// A full batch waits for a slot; results arrive over a channel
+		// that Poll cannot watch, so look again soon.
+		return 2 * time.Millisecond
+	case len(in.pending) > 0:
+		if in.inflight >= in.cfg.Pipeline {
+			// Waiting for a slot, as above.
+			return 2 * time.Millisecond
+		}
+		if in.cfg.BatchMaxWait == 0 {
+			// A slot is free and the batch goes once Poll has nothing
+			// more: take, without waiting, what the client has already
+			// fetched.
+			return 0
+		}
+		return max(time.Until(in.pendingSince.Add(in.cfg.BatchMaxWait)), time.Millisecond)
+	case in.inflight > 0:
+		return 5 * time.Millisecond
+	}
+	return 100 * time.Millisecond
+}
+
+// batchFull reports whether the pending records fill a batch, by count or
+// by bytes.
+func (in *Ingestor) batchFull() bool {
+	return len(in.pending) >= in.cfg.BatchSize || in.pendingBytes >= in.cfg.BatchBytes
+}
+
+// batchDue reports whether the pending records should go now: a full
+// batch always; with BatchMaxWait 0 (the default) as soon as the client has
+// nothing more to give (caughtUp: pending holds all that has arrived);
+// otherwise once the oldest record waited BatchMaxWait.
+func (in *Ingestor) batchDue() bool {
+	if in.batchFull() {
+		return true
+	}
+	if in.cfg.BatchMaxWait == 0 {
+		return in.caughtUp
+	}
+	return time.Since(in.pendingSince) >= in.cfg.BatchMaxWait
+}
+
+// dispatch starts batches while there are slots and due batches.
+func (in *Ingestor) dispatch(ctx context.Context) {
+	for in.inflight < in.cfg.Pipeline && len(in.pending) > 0 && in.batchDue() {
+		// Up to BatchSize records and BatchBytes bytes, at least one.
+		n, size := 0, 0
+		for n < len(in.pending) && n < in.cfg.BatchSize {
+			v := len(in.pending[n].rec().Value)
+			if n > 0 && size+v > in.cfg.BatchBytes {
+				break
+			}
+			size += v
+			n++
+		}
+		items := make([]*item, n)
+		copy(items, in.pending[:n])
+		rest := copy(in.pending, in.pending[n:])
+		clear(in.pending[rest:])
+		in.pending = in.pending[:rest]
+		for _, it := range items {
+			in.pendingBytes -= len(it.rec().Value)
+			in.dispatched[it.rec().Partition]++
+		}
+		in.pendingSince = time.Now()
+		in.seq++
+		b := newBatch(in.seq, items, in.last)
+		in.last = b
+		in.inflight++
+		in.wg.Add(1)
+		go func() {
+			defer in.wg.Done()
+			in.process(ctx, b)
+			in.results <- b
+		}()
+	}
+}
+
+func (in *Ingestor) drainResults() {
+	for {
+		select {
+		case b := <-in.results:
+			in.finish(b)
+		default:
+			return
+		}
+	}
+}
+
+// finish takes a batch's outcome into the tracker.
+func (in *Ingestor) finish(b *batch) {
+	in.inflight--
+	for _, it := range b.items {
+		in.dispatched[it.rec().Partition]--
+		if it.done && in.stillOwned(it) {
+			in.tracker.Done(it.rec().Partition, it.rec().Offset)
+		}
+	}
+	if in.last == b {
+		in.last = nil
+	}
+	b.items = nil // let the records go
+}

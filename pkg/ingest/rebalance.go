@@ -1,0 +1,123 @@
+package ingest
+
+import (
+	"context"
+	"time"
+)
+
+// onAssigned runs inside Poll when partitions join the assignment.
+func (in *Ingestor) onAssigned(parts []int32) {
+	ctx := context.Background() // called by the client, which has none
+	in.ownedMu.Lock()
+	for _, p := range parts {
+		in.epoch++
+		in.owned[p] = in.epoch
+		in.tracker.Drop(p)
+		delete(in.paused, p)
+	}
+	in.ownedMu.Unlock()
+	// librdkafka keeps an application pause on the partition across
+	// unassign and assign (confluent-kafka-go #193): a partition revoked
+	// while paused would come back paused for good. Pause it again while
+	// consumption is held back (flowControl resumes it), resume it
+	// otherwise (harmless when it was not paused).
+	if hold := in.outage() || in.overfull(); hold {
+		if err := in.consumer.Pause(parts); err != nil {
+			in.logger.WarnContext(ctx, "pause failed", "partitions", parts, "err", err) // flowControl tries again
+		} else {
+			for _, p := range parts {
+				in.paused[p] = true
+			}
+		}
+	} else if err := in.consumer.Resume(parts); err != nil {
+		in.logger.WarnContext(ctx, "resume failed", "partitions", parts, "err", err)
+		for _, p := range parts {
+			in.paused[p] = true // flowControl tries again
+		}
+	}
+	in.logger.InfoContext(ctx, "partitions assigned", "partitions", parts)
+}
+
+// onRevoked runs inside Poll before partitions leave the assignment: it
+// waits (bounded) for their in-flight batches and commits what they
+// finished, unless the membership was lost.
+func (in *Ingestor) onRevoked(parts []int32, lost bool) {
+	ctx := context.Background() // called by the client, which has none
+	revoked := make(map[int32]bool, len(parts))
+	for _, p := range parts {
+		revoked[p] = true
+	}
+	in.dropPending(revoked)
+	if !lost && !in.finished {
+		deadline := time.Now().Add(in.cfg.RevokeTimeout)
+		for in.busy(parts) && time.Now().Before(deadline) {
+			select {
+			case b := <-in.results:
+				in.finish(b)
+			case <-time.After(time.Until(deadline)):
+			}
+		}
+		in.commit(ctx, parts, in.cfg.CommitTimeout, true)
+	}
+	in.ownedMu.Lock()
+	for _, p := range parts {
+		delete(in.owned, p)
+		delete(in.paused, p)
+		in.tracker.Drop(p)
+		in.metrics.dropLag(p)
+	}
+	in.ownedMu.Unlock()
+	in.logger.InfoContext(ctx, "partitions revoked", "partitions", parts, "lost", lost)
+}
+
+// busy reports whether any of parts has records in in-flight batches.
+func (in *Ingestor) busy(parts []int32) bool {
+	for _, p := range parts {
+		if in.dispatched[p] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// dropPending forgets unbatched records of the given partitions (all when
+// nil). They were never committed, so they will be polled again.
+func (in *Ingestor) dropPending(parts map[int32]bool) {
+	kept := in.pending[:0]
+	for _, it := range in.pending {
+		if parts == nil || parts[it.rec().Partition] {
+			in.pendingBytes -= len(it.rec().Value)
+			continue
+		}
+		kept = append(kept, it)
+	}
+	clear(in.pending[len(kept):])
+	in.pending = kept
+}
+
+func (in *Ingestor) ownedEpoch(p int32) (uint64, bool) {
+	in.ownedMu.RLock()
+	defer in.ownedMu.RUnlock()
+	e, ok := in.owned[p]
+	return e, ok
+}
+
+// stillOwned reports whether it's record still belongs to the assignment it
+// was polled in.
+func (in *Ingestor) stillOwned(it *item) bool {
+	e, ok := in.ownedEpoch(it.rec().Partition)
+	return ok && e == it.epoch
+}
+
+// ownedItems filters out records whose partition was revoked since they were
+// polled: a batch retrying through an outage stops working for a partition
+// another member now owns.
+func (in *Ingestor) ownedItems(items []*item) []*item {
+	out := items[:0:0]
+	for _, it := range items {
+		if in.stillOwned(it) {
+			out = append(out, it)
+		}
+	}
+	return out
+}

@@ -1,0 +1,271 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/pcp/route-processing/pkg/backoff"
+	"github.com/pcp/route-processing/pkg/passport"
+	"github.com/pcp/route-processing/pkg/store"
+)
+
+// write writes the valid records of b: the pipelined fast attempt, then,
+// if it failed, the careful way.
+func (in *Ingestor) write(ctx context.Context, b *batch, valid []*item) {
+	defer close(b.dbDone)
+	if len(valid) > 0 {
+		in.dbWriters.Add(1)
+		defer in.dbWriters.Add(-1)
+	}
+	err := in.writeFast(ctx, b, valid)
+	if err == nil {
+		in.markWritten(valid)
+		return
+	}
+	if b.prev != nil && !wait(ctx, b.prev.dbDone) {
+		return
+	}
+	in.writeSlow(ctx, valid, err)
+}
+
+// errPredecessorFailed aborts a fast attempt whose predecessor failed.
+var errPredecessorFailed = errors.New("predecessor batch failed")
+
+// writeFast writes valid in one transaction, ordered after b.prev. It
+// always closes b.applied and b.fastDone.
+func (in *Ingestor) writeFast(ctx context.Context, b *batch, valid []*item) (err error) {
+	prev := b.prev
+	appliedClosed := false
+	defer func() {
+		if !appliedClosed {
+			b.applyFailed = true
+			close(b.applied)
+		}
+		b.fastFailed = err != nil
+		close(b.fastDone)
+	}()
+
+	if len(valid) == 0 {
+		// Nothing to write, but successors must still see the state of
+		// the chain before this batch.
+		if prev != nil {
+			if !wait(ctx, prev.applied) {
+				return ctx.Err()
+			}
+			b.applyFailed = prev.applyFailed
+			appliedClosed = true
+			close(b.applied)
+			if !wait(ctx, prev.fastDone) {
+				return ctx.Err()
+			}
+			if prev.fastFailed {
+				return errPredecessorFailed
+			}
+		}
+		return nil
+	}
+
+	// Take a connection and begin while the predecessor works.
+	tx, err := in.begin(ctx)
+	if err != nil {
+		in.noteDBError(ctx, err)
+		return err
+	}
+	defer func() {
+		if err != nil {
+			in.rollback(ctx, tx)
+		}
+	}()
+	if prev != nil {
+		if !wait(ctx, prev.parsed) {
+			return ctx.Err()
+		}
+		// A predecessor touching none of our routes cannot hold a lock we
+		// need nor be overwritten by us: write concurrently (PostgreSQL is
+		// CPU-bound here, and two backends use both cores). Otherwise wait
+		// until it holds its row locks, so that our rows queue behind its.
+		if overlaps(b.routes, prev.routes) {
+			if !wait(ctx, prev.applied) {
+				return ctx.Err()
+			}
+			if prev.applyFailed {
+				return errPredecessorFailed
+			}
+		}
+	}
+	if err := in.txWrite(ctx, tx, valid); err != nil {
+		in.noteDBError(ctx, err)
+		return err
+	}
+	appliedClosed = true
+	close(b.applied)
+	if prev != nil {
+		if !wait(ctx, prev.fastDone) {
+			return ctx.Err()
+		}
+		if prev.fastFailed {
+			return errPredecessorFailed
+		}
+	}
+	if err := in.txCommit(ctx, tx); err != nil {
+		in.noteDBError(ctx, err)
+		return err
+	}
+	in.dbHealth.ok(ctx)
+	return nil
+}
+
+// rollbackTimeout bounds a rollback: on a broken connection it fails fast
+// anyway, and the server ends the transaction when the connection closes.
+const rollbackTimeout = 5 * time.Second
+
+// begin, txWrite and txCommit make one database call each, bounded by
+// Config.WriteTimeout; waits for other batches happen between them, outside
+// the bound.
+func (in *Ingestor) begin(ctx context.Context) (store.WriteTx, error) {
+	cctx, cancel := context.WithTimeout(ctx, in.cfg.WriteTimeout)
+	defer cancel()
+	return in.store.Begin(cctx)
+}
+
+func (in *Ingestor) txWrite(ctx context.Context, tx store.WriteTx, items []*item) error {
+	cctx, cancel := context.WithTimeout(ctx, in.cfg.WriteTimeout)
+	defer cancel()
+	accepted := make([]passport.Accepted, len(items))
+	for i, it := range items {
+		accepted[i] = it.acc
+	}
+	return tx.Write(cctx, accepted)
+}
+
+func (in *Ingestor) txCommit(ctx context.Context, tx store.WriteTx) error {
+	cctx, cancel := context.WithTimeout(ctx, in.cfg.WriteTimeout)
+	defer cancel()
+	return tx.Commit(cctx)
+}
+
+func (in *Ingestor) rollback(ctx context.Context, tx store.WriteTx) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	_ = tx.Rollback(rctx)
+}
+
+// noteDBError reports an unavailable database at once, so the poll loop
+// pauses without waiting for the retries.
+func (in *Ingestor) noteDBError(ctx context.Context, err error) {
+	if store.Classify(err) == store.KindUnavailable && ctx.Err() == nil {
+		in.dbHealth.fail(ctx, err)
+	}
+}
+
+// splitAfterFailures is how many times in a row a span of several records
+// fails as "unavailable" while the database answers pings before it is
+// split.
+const splitAfterFailures = 2
+
+// writeSlow writes items, in order, one transaction per span: a span the
+// database refuses because of one record is split in halves until that
+// record is alone; a lone refused record is retried RecordRetries times and
+// then dead-lettered as RETRYABLE. While the database is unavailable the
+// same span is retried with backoff; a span of several records that keeps
+// failing so while the database answers pings is split in halves too, in
+// case its size is the problem (a statement too large, a timeout). It
+// returns when every record is written or dead-lettered, or when ctx ends.
+func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error) {
+	queue := [][]*item{items}
+	if store.Classify(firstErr) == store.KindRecord && len(items) > 1 {
+		queue = halves(items)
+	}
+	bo := backoff.New(in.cfg.MinBackoff, in.cfg.MaxBackoff)        // database unavailable
+	refusedBo := backoff.New(in.cfg.MinBackoff, in.cfg.MaxBackoff) // one record refused
+	refused := map[*item]int{}
+	unavailable := 0 // failures in a row of queue[0] as unavailable
+	for len(queue) > 0 {
+		span := in.ownedItems(queue[0])
+		if len(span) == 0 {
+			queue = queue[1:]
+			continue
+		}
+		queue[0] = span
+		err := in.writeOnce(ctx, span)
+		kind := store.Classify(err)
+		if kind != store.KindUnavailable {
+			unavailable = 0
+		}
+		switch kind {
+		case store.KindNone:
+			in.dbHealth.ok(ctx)
+			bo.Reset()
+			in.markWritten(span)
+			queue = queue[1:]
+		case store.KindCanceled:
+			return
+		case store.KindRecord:
+			in.dbHealth.ok(ctx) // it answered
+			bo.Reset()
+			if len(span) > 1 {
+				queue = append(halves(span), queue[1:]...)
+				continue
+			}
+			it := span[0]
+			refused[it]++
+			if refused[it] <= in.cfg.RecordRetries {
+				in.logger.WarnContext(ctx, "database refused a record; retrying it",
+					append(recordAttrs(it), "attempt", refused[it], "err", err)...)
+				if refused[it] == 1 {
+					refusedBo.Reset()
+				}
+				if !backoff.Sleep(ctx, refusedBo.Next()) {
+					return
+				}
+				continue
+			}
+			in.deadLetter(ctx, span, databaseReason(err, refused[it]))
+			queue = queue[1:]
+		default:
+			if ctx.Err() != nil {
+				return
+			}
+			in.dbHealth.fail(ctx, err)
+			unavailable++
+			if len(span) > 1 && unavailable >= splitAfterFailures && in.pings(ctx) {
+				in.logger.WarnContext(ctx, "the database answers but keeps failing a write; splitting it",
+					"records", len(span), "attempts", unavailable, "err", err)
+				queue = append(halves(span), queue[1:]...)
+				unavailable = 0
+			}
+			if !backoff.Sleep(ctx, bo.Next()) {
+				return
+			}
+		}
+	}
+}
+
+func (in *Ingestor) writeOnce(ctx context.Context, items []*item) (err error) {
+	tx, err := in.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			in.rollback(ctx, tx)
+		}
+	}()
+	if err := in.txWrite(ctx, tx, items); err != nil {
+		return err
+	}
+	return in.txCommit(ctx, tx)
+}
+
+func (in *Ingestor) markWritten(items []*item) {
+	for _, it := range items {
+		it.done = true
+	}
+	in.metrics.success.Add(float64(len(items)))
+}
+
+func halves(items []*item) [][]*item {
+	mid := len(items) / 2
+	return [][]*item{items[:mid:mid], items[mid:]}
+}

@@ -1,0 +1,75 @@
+package passport
+
+import (
+	"github.com/google/uuid"
+
+	"github.com/pcp/route-processing/pkg/outbox"
+	"github.com/pcp/route-processing/pkg/record"
+)
+
+// EventConfig is what the events of an accepted passport are frozen with
+// (contract §2).
+type EventConfig struct {
+	// TopicProcessedRoute receives ModeStatusChangedEvent (TOPIC_PROCESSED_ROUTE).
+	TopicProcessedRoute string
+	// TopicRouteGeoreference receives RouteGeoRefEvent (TOPIC_ROUTE_GEOREFERENCE).
+	TopicRouteGeoreference string
+	// MessageKey is the OUTBOX_MESSAGE_KEY mode ([KeyTraceID] or [KeyRouteID]).
+	MessageKey string
+}
+
+// Accepted is a valid input record on its way into the database: the
+// passport, the record it came from (route_passports.source_*, raw_payload)
+// and the events it yields. The store writes it as it is.
+type Accepted struct {
+	Passport *Passport
+	Source   record.Record
+	// Events are inserted only when the route has none yet: the first
+	// accepted record of a route freezes them.
+	Events []outbox.Event
+}
+
+// Accept pairs a parsed passport with its source record and its events.
+func Accept(p *Passport, src record.Record, cfg EventConfig) Accepted {
+	var traceparent *string
+	if v, ok := src.Header("traceparent"); ok {
+		s := string(v)
+		traceparent = &s
+	}
+	return Accepted{Passport: p, Source: src, Events: p.Events(cfg, traceparent)}
+}
+
+// Events returns the two events of contract §2, in the order
+// ModeStatusChangedEvent, RouteGeoRefEvent: a new UUIDv7 id each, the key
+// of cfg.MessageKey, the frozen payload, and the headers type and eventId
+// always, traceId and correlationId when non-empty, traceparent when the
+// input record had one (traceparent nil: it had none).
+func (p *Passport) Events(cfg EventConfig, traceparent *string) []outbox.Event {
+	key := p.MessageKey(cfg.MessageKey)
+	out := make([]outbox.Event, 0, 2)
+	for _, ev := range [...]struct{ typ, topic string }{
+		{EventModeStatusChanged, cfg.TopicProcessedRoute},
+		{EventRouteGeoRef, cfg.TopicRouteGeoreference},
+	} {
+		// NewV7 fails only when crypto/rand does, which since Go 1.24
+		// crashes the program instead of returning an error.
+		id := uuid.Must(uuid.NewV7())
+		h := make(map[string]string, 5)
+		h["type"] = ev.typ
+		h["eventId"] = id.String()
+		if p.TraceID != nil && *p.TraceID != "" {
+			h["traceId"] = *p.TraceID
+		}
+		if p.CorrelationID != nil && *p.CorrelationID != "" {
+			h["correlationId"] = *p.CorrelationID
+		}
+		if traceparent != nil {
+			h["traceparent"] = *traceparent
+		}
+		out = append(out, outbox.Event{
+			ID: id, RouteID: p.RouteID, Type: ev.typ, Topic: ev.topic, Key: key,
+			Payload: p.Payload(ev.typ), Headers: outbox.OrderHeaders(h),
+		})
+	}
+	return out
+}
