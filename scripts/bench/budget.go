@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pcp/route-processing/pkg/e2e"
+	"github.com/pcp/route-processing/pkg/obs"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
 
@@ -22,9 +23,8 @@ import (
 // Stage names are read from the exposition, never listed here: a stage
 // the service adds shows up, ordered by the points of the path it names.
 
-// stageMetric is the histogram the service's binaries export
-// (pkg/obs.StageMetric on the helpers' branches).
-const stageMetric = "route_passport_stage_seconds"
+// stageMetric is the histogram the service's binaries export.
+const stageMetric = obs.StageMetric
 
 // benchStage is the bench's own measurement of the last hop.
 const benchStage = "reported_to_output_consumer"

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pcp/route-processing/pkg/e2e"
+	"github.com/pcp/route-processing/pkg/outbox"
+	"github.com/pcp/route-processing/pkg/passport"
 	"github.com/pcp/route-processing/pkg/passportgen"
 	"github.com/pcp/route-processing/pkg/store"
 )
@@ -39,14 +41,15 @@ type ingestCeilingResults struct {
 func (b *bench) ingestCeilingPhase(deadline time.Time) ingestCeilingResults {
 	r := ingestCeilingResults{n: b.cfg.ingestN}
 	recs := e2e.GenValid(1, b.cfg.ingestN) // the passports of the ingest phase
-	ocfg := outboxConfigOf(b.ingestorConfig())
+	cfg := b.ingestorConfig()
+	ev, maxAttempts := cfg.Ingest.Events, cfg.OutboxMaxAttempts
 	for run := 0; run < b.cfg.runs; run++ {
 		if run > 0 && !fits(deadline, r.obs) {
 			break
 		}
 		say("bench: ingest ceiling run %d/%d: DB-only writer, %d passports, COPY + INSERT … SELECT … ON CONFLICT, %d per transaction, %d connections ...",
 			run+1, b.cfg.runs, len(recs), ceilingIngestTxRows, ceilingIngestConns)
-		rate, obs, err := b.ingestCeilingRun(run, recs, ocfg)
+		rate, obs, err := b.ingestCeilingRun(run, recs, ev, maxAttempts)
 		if err != nil {
 			r.errs = append(r.errs, err.Error())
 			break
@@ -58,7 +61,7 @@ func (b *bench) ingestCeilingPhase(deadline time.Time) ingestCeilingResults {
 	return r
 }
 
-func (b *bench) ingestCeilingRun(run int, recs []passportgen.Record, ocfg store.OutboxConfig) (float64, observation, error) {
+func (b *bench) ingestCeilingRun(run int, recs []passportgen.Record, ev passport.EventConfig, maxAttempts int) (float64, observation, error) {
 	db := fmt.Sprintf("ceiling_ingest_%d", run)
 	url := b.pg.CreateDatabase(b.t, db, true)
 	defer b.dropDB(db)
@@ -85,7 +88,7 @@ func (b *bench) ingestCeilingRun(run int, recs []passportgen.Record, ocfg store.
 	go func() {
 		defer close(built)
 		for lo := 0; lo < len(recs); lo += ceilingIngestTxRows {
-			ch, err := buildCeilingChunk(recs, lo, min(lo+ceilingIngestTxRows, len(recs)), ocfg)
+			ch, err := buildCeilingChunk(recs, lo, min(lo+ceilingIngestTxRows, len(recs)), ev)
 			select {
 			case built <- ch:
 			case <-ctx.Done():
@@ -105,7 +108,7 @@ func (b *bench) ingestCeilingRun(run int, recs []passportgen.Record, ocfg store.
 			for ch := range built {
 				err := ch.err
 				if err == nil {
-					err = writeCeilingChunk(ctx, c, ch, ocfg.MaxAttempts)
+					err = writeCeilingChunk(ctx, c, ch, maxAttempts)
 				}
 				if err != nil {
 					errs[i] = err
@@ -186,39 +189,49 @@ type ceilingChunk struct {
 	err               error
 }
 
-// buildCeilingChunk parses recs[lo:hi] and builds their rows.
-func buildCeilingChunk(recs []passportgen.Record, lo, hi int, ocfg store.OutboxConfig) (ceilingChunk, error) {
+// buildCeilingChunk parses recs[lo:hi], accepts them and builds their
+// rows as the service's write does: a route given twice keeps its last
+// passport and its first events (the generated input has none twice), the
+// headers stored as the JSON object of outbox.HeaderMap.
+func buildCeilingChunk(recs []passportgen.Record, lo, hi int, ev passport.EventConfig) (ceilingChunk, error) {
 	fail := func(err error) (ceilingChunk, error) { return ceilingChunk{err: err}, err }
-	// As the service: a route given twice keeps its last passport and its
-	// first outbox rows (the generated input has none twice).
-	rows := make([]ceilingRow, 0, hi-lo)
-	at := make(map[string]int, hi-lo)
+	type route struct{ last, first int }
+	accepted := make([]passport.Accepted, 0, hi-lo)
+	at := make(map[string]*route, hi-lo)
+	var order []*route
 	for i := lo; i < hi; i++ {
-		r, err := buildRow(i, recs[i], ocfg)
+		acc, err := acceptRecord(i, recs[i], ev)
 		if err != nil {
 			return fail(err)
 		}
-		if j, ok := at[r.rec.Passport.RouteID]; ok {
-			rows[j].rec = r.rec
+		accepted = append(accepted, acc)
+		n := len(accepted) - 1
+		if r, ok := at[acc.Passport.RouteID]; ok {
+			r.last = n
 			continue
 		}
-		at[r.rec.Passport.RouteID] = len(rows)
-		rows = append(rows, r)
+		r := &route{last: n, first: n}
+		at[acc.Passport.RouteID] = r
+		order = append(order, r)
 	}
-	ch := ceilingChunk{passports: make([][]any, 0, len(rows)), outbox: make([][]any, 0, 2*len(rows))}
-	for i := range rows {
-		pr, err := passportCopyRow(&rows[i].rec)
+	ch := ceilingChunk{passports: make([][]any, 0, len(order)), outbox: make([][]any, 0, 2*len(order))}
+	for _, r := range order {
+		pr, err := passportCopyRow(&accepted[r.last])
 		if err != nil {
 			return fail(err)
 		}
 		ch.passports = append(ch.passports, pr)
-		for j, ev := range rows[i].events {
-			rid, err := pgUUID(ev.RouteID)
+		for _, e := range accepted[r.first].Events {
+			rid, err := pgUUID(e.RouteID)
 			if err != nil {
 				return fail(err)
 			}
-			ch.outbox = append(ch.outbox, []any{pgtype.UUID{Bytes: ev.ID, Valid: true}, rid, ev.Type, ev.Topic, ev.Key,
-				json.RawMessage(ev.Payload), json.RawMessage(rows[i].headersJSON[j])})
+			hdr, err := json.Marshal(outbox.HeaderMap(e.Headers))
+			if err != nil {
+				return fail(fmt.Errorf("encode outbox headers: %w", err))
+			}
+			ch.outbox = append(ch.outbox, []any{pgtype.UUID{Bytes: e.ID, Valid: true}, rid, e.Type, e.Topic, e.Key,
+				json.RawMessage(e.Payload), json.RawMessage(hdr)})
 		}
 	}
 	return ch, nil
@@ -250,8 +263,8 @@ func writeCeilingChunk(ctx context.Context, c *pgx.Conn, ch ceilingChunk, maxAtt
 	return nil
 }
 
-func passportCopyRow(rec *store.IngestRecord) ([]any, error) {
-	p := rec.Passport
+func passportCopyRow(acc *passport.Accepted) ([]any, error) {
+	p, rec := acc.Passport, &acc.Source
 	pol, err := json.Marshal(p.Polarisation)
 	if err != nil {
 		return nil, fmt.Errorf("encode polarisation of %s: %w", p.RouteID, err)

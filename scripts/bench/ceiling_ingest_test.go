@@ -22,7 +22,8 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func TestIngestCeilingWritesTheServiceRows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ocfg := store.OutboxConfig{TopicProcessedRoute: topicOut1, TopicRouteGeoreference: topicOut2, MessageKey: passport.KeyTraceID, MaxAttempts: 10}
+	ev := passport.EventConfig{TopicProcessedRoute: topicOut1, TopicRouteGeoreference: topicOut2, MessageKey: passport.KeyTraceID}
+	const maxAttempts = 10
 	recs := e2e.GenValid(7, 120)
 
 	svcURL, ceilURL := testenv.DatabaseURL(t), testenv.DatabaseURL(t)
@@ -31,15 +32,15 @@ func TestIngestCeilingWritesTheServiceRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	in := make([]store.IngestRecord, len(recs))
+	in := make([]passport.Accepted, len(recs))
 	for i := range recs {
-		r, err := buildRow(i, recs[i], ocfg)
+		acc, err := acceptRecord(i, recs[i], ev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		in[i] = r.rec
+		in[i] = acc
 	}
-	if err := store.NewPassports(pool, ocfg).Write(ctx, in); err != nil {
+	if err := store.NewPassports(pool, maxAttempts).Write(ctx, in); err != nil {
 		t.Fatalf("service write: %v", err)
 	}
 
@@ -52,11 +53,11 @@ func TestIngestCeilingWritesTheServiceRows(t *testing.T) {
 		t.Fatalf("temporary tables: %v", err)
 	}
 	for lo := 0; lo < len(recs); lo += 50 { // three transactions
-		ch, err := buildCeilingChunk(recs, lo, min(lo+50, len(recs)), ocfg)
+		ch, err := buildCeilingChunk(recs, lo, min(lo+50, len(recs)), ev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := writeCeilingChunk(ctx, conn, ch, ocfg.MaxAttempts); err != nil {
+		if err := writeCeilingChunk(ctx, conn, ch, maxAttempts); err != nil {
 			t.Fatalf("ceiling write: %v", err)
 		}
 	}

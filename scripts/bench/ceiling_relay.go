@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pcp/route-processing/pkg/e2e"
+	"github.com/pcp/route-processing/pkg/passport"
 	"github.com/pcp/route-processing/pkg/record"
 )
 
@@ -78,16 +79,16 @@ func (b *bench) relayCeilingPhase(deadline time.Time) relayCeilingResults {
 // passports.
 func (b *bench) ceilingOutputRecords() ([]record.Record, error) {
 	in := e2e.GenValid(1, b.cfg.ingestN)
-	ocfg := outboxConfigOf(b.ingestorConfig())
-	rows := make([]ceilingRow, len(in))
+	ev := b.ingestorConfig().Ingest.Events
+	accepted := make([]passport.Accepted, len(in))
 	for i := range in {
-		r, err := buildRow(i, in[i], ocfg)
+		acc, err := acceptRecord(i, in[i], ev)
 		if err != nil {
 			return nil, fmt.Errorf("relay ceiling: %w", err)
 		}
-		rows[i] = r
+		accepted[i] = acc
 	}
-	recs := outputRecords(rows)
+	recs := outputRecords(accepted)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := jsonbPayloads(ctx, b.admin, recs); err != nil {

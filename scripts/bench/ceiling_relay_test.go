@@ -20,24 +20,24 @@ import (
 func TestRelayCeilingRecordsAreTheRelays(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ocfg := store.OutboxConfig{TopicProcessedRoute: topicOut1, TopicRouteGeoreference: topicOut2, MessageKey: passport.KeyTraceID, MaxAttempts: 10}
+	ev := passport.EventConfig{TopicProcessedRoute: topicOut1, TopicRouteGeoreference: topicOut2, MessageKey: passport.KeyTraceID}
+	const maxAttempts = 10
 	pool := testenv.Pool(t)
 
 	in := e2e.GenValid(11, 40)
-	rows := make([]ceilingRow, len(in))
-	ing := make([]store.IngestRecord, len(in))
+	ing := make([]passport.Accepted, len(in))
 	for i := range in {
-		r, err := buildRow(i, in[i], ocfg)
+		acc, err := acceptRecord(i, in[i], ev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows[i], ing[i] = r, r.rec
+		ing[i] = acc
 	}
-	ours := outputRecords(rows)
+	ours := outputRecords(ing)
 	if err := jsonbPayloads(ctx, pool, ours); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.NewPassports(pool, ocfg).Write(ctx, ing); err != nil {
+	if err := store.NewPassports(pool, maxAttempts).Write(ctx, ing); err != nil {
 		t.Fatal(err)
 	}
 	claimed, _, err := store.NewOutbox(pool).Claim(ctx, 1000, 0, time.Minute)

@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pcp/route-processing/pkg/e2e"
-	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/record"
 )
 
@@ -62,18 +61,18 @@ func (b *bench) floorRun(run, rate int, r *latencySeries) error {
 	}
 	defer prod.Close(3 * time.Second)
 	assigned := make(chan struct{}, 1)
-	if err := cons.Subscribe(kafkax.RebalanceFuncs{Assigned: func([]int32) {
+	if err := cons.Subscribe(func([]int32) {
 		select {
 		case assigned <- struct{}{}:
 		default:
 		}
-	}}); err != nil {
+	}, nil); err != nil {
 		return fmt.Errorf("floor: subscribe: %w", err)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	polled := make(chan *kafkax.Record, 100_000)
+	polled := make(chan *record.Record, 100_000)
 	var pollErr atomic.Value
 	pollDone := make(chan struct{})
 	go func() {
@@ -96,7 +95,7 @@ func (b *bench) floorRun(run, rate int, r *latencySeries) error {
 		defer close(fwdDone)
 		for rec := range polled {
 			// Natural batching: what has been polled meanwhile goes along.
-			batch := []*kafkax.Record{rec}
+			batch := []*record.Record{rec}
 		drain:
 			for {
 				select {
