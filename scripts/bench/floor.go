@@ -121,28 +121,22 @@ func (b *bench) floorRun(run, rate int, r *latencySeries) error {
 	}()
 	defer func() { cancel(); <-pollDone; <-fwdDone }()
 
-	// Before the clock, as the binaries are when their latency is
-	// measured: the group joined, the producer connected with the topics'
-	// metadata (a record the output consumer does not count).
+	// The group joined before the clock; the stream's warm-up record then
+	// connects the producer and learns the topics' metadata.
 	select {
 	case <-assigned:
 	case <-time.After(60 * time.Second):
 		return fmt.Errorf("floor: the consumer got no partitions in 60 s")
 	}
-	warm := []record.Record{{Topic: out1, Key: []byte("warm-up")}, {Topic: out2, Key: []byte("warm-up")}}
-	for _, err := range prod.ProduceBatch(context.Background(), warm) {
-		if err != nil {
-			return fmt.Errorf("floor: warm-up record: %w", err)
-		}
-	}
 	start := time.Now()
 	n := rate * int(b.cfg.floorFor/time.Second)
-	recs := e2e.GenValid(uint64(200+run), n)
+	const warmup = 1
+	recs := e2e.GenValid(uint64(200+run), warmup+n)
 	for i := range recs {
 		recs[i].Key = []byte(strconv.Itoa(i))
 	}
 	res, err := b.runStream(stream{
-		rate: rate, recs: recs, inTopic: in, outTopics: []string{out1, out2}, perInput: 2,
+		rate: rate, recs: recs, inTopic: in, outTopics: []string{out1, out2}, perInput: 2, warmup: warmup,
 		identify: func(kr *kgo.Record) (int, bool) {
 			i, err := strconv.Atoi(string(kr.Key))
 			return i, err == nil
@@ -160,7 +154,7 @@ func (b *bench) floorRun(run, rate int, r *latencySeries) error {
 	if len(res.lat) == 0 {
 		return fmt.Errorf("floor run %d at %d/s: no output consumed", run, rate)
 	}
-	r.add(res, 2*n)
+	r.add(res, 2*len(recs))
 	r.obs = append(r.obs, observation{wall: time.Since(start)}) // for fits
 	return nil
 }

@@ -64,8 +64,9 @@ func (b *bench) latencyRun(run, rate int, r *latencySeries) error {
 	}
 
 	n := rate * int(b.cfg.e2eFor/time.Second)
-	recs := e2e.GenValid(uint64(100+run), n)
-	index := make(map[string]int, n)
+	const warmup = 1
+	recs := e2e.GenValid(uint64(100+run), warmup+n)
+	index := make(map[string]int, len(recs))
 	for i, rec := range recs {
 		index[rec.RouteID] = i
 	}
@@ -82,7 +83,7 @@ func (b *bench) latencyRun(run, rate int, r *latencySeries) error {
 	watched := make(chan struct{})
 	var obs observation
 	res, err := b.runStream(stream{
-		rate: rate, recs: recs, inTopic: in, outTopics: []string{out1, out2}, perInput: 2,
+		rate: rate, recs: recs, inTopic: in, outTopics: []string{out1, out2}, perInput: 2, warmup: warmup,
 		identify: func(kr *kgo.Record) (int, bool) {
 			var v struct {
 				Data struct {
@@ -139,7 +140,7 @@ func (b *bench) latencyRun(run, rate int, r *latencySeries) error {
 	if len(res.lat) == 0 {
 		return fmt.Errorf("latency run %d at %d/s: no output consumed; ingestor log:\n%s\nrelay log:\n%s", run, rate, ing.LogTail(10), rel.LogTail(10))
 	}
-	r.add(res, 2*n)
+	r.add(res, 2*len(recs))
 	r.obs = append(r.obs, obs)
 	stages := stageBudget(before, after)
 	stages["bench "+benchStage] = stageQuantiles{binary: "bench", p50: pct(res.lastHop, 0.50), p99: pct(res.lastHop, 0.99),

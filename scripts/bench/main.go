@@ -108,6 +108,14 @@ func phases() []phase {
 	}
 }
 
+func phaseNames() string {
+	var names []string
+	for _, ph := range phases() {
+		names = append(names, ph.name)
+	}
+	return strings.Join(names, ", ")
+}
+
 func main() {
 	os.Exit(runMain())
 }
@@ -163,6 +171,12 @@ func (b *bench) run() {
 	}
 	p.Wait(5 * time.Minute)
 	recs = nil
+
+	for _, name := range b.cfg.only {
+		if !slices.ContainsFunc(phases(), func(ph phase) bool { return ph.name == name }) {
+			b.note("BENCH_ONLY names %q, which is no phase; the phases are %s", name, phaseNames())
+		}
+	}
 
 	// The enabled phases share what is left of the budget in proportion to
 	// their shares; time a phase leaves unused goes to those after it.

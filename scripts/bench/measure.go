@@ -26,6 +26,10 @@ type stream struct {
 	outTopics []string
 	perInput  int // output records per input record
 	identify  func(*kgo.Record) (int, bool)
+	// warmup is how many of the first records go through alone before the
+	// clock starts, their outputs awaited and not counted: the group
+	// joined, every client connected, as a service that has been running.
+	warmup int
 	// started runs once the consumer has joined, just before the first
 	// record; stopped runs after the last output (or the wait's end).
 	started, stopped func()
@@ -41,6 +45,7 @@ func (b *bench) runStream(s stream) (streamed, error) {
 	n := len(s.recs)
 	sent := make([]time.Time, n)
 	res := streamed{slowest: map[int]time.Duration{}}
+	warmSeen := 0
 	cl, err := b.outputConsumer(s.outTopics...)
 	if err != nil {
 		return res, fmt.Errorf("output consumer: %w", err)
@@ -70,13 +75,18 @@ func (b *bench) runStream(s stream) (streamed, error) {
 				if !ok || i < 0 || i >= n {
 					return
 				}
+				if i < s.warmup {
+					warmSeen++
+					res.seen++
+					return
+				}
 				if st := sent[i]; !st.IsZero() {
 					d := now.Sub(st)
 					res.lat = append(res.lat, d)
 					if !kr.Timestamp.IsZero() {
 						res.lastHop = append(res.lastHop, now.Sub(kr.Timestamp))
 					}
-					sec := int(st.Sub(sent[0]) / time.Second)
+					sec := int(st.Sub(sent[s.warmup]) / time.Second)
 					res.slowest[sec] = max(res.slowest[sec], d)
 				}
 				res.seen++
@@ -88,12 +98,27 @@ func (b *bench) runStream(s stream) (streamed, error) {
 	time.Sleep(time.Second)
 
 	prod := e2e.NewProducer(b.t, b.bootstrap, s.inTopic, inputProducerOpts()...)
+	for i := range s.warmup {
+		prod.Send(i, s.recs[i].Key, s.recs[i].Value)
+	}
+	for waited := time.Duration(0); ; waited += 10 * time.Millisecond {
+		mu.Lock()
+		warm := warmSeen >= s.perInput*s.warmup
+		mu.Unlock()
+		if warm {
+			break
+		}
+		if waited > 90*time.Second {
+			return res, fmt.Errorf("the %d warm-up records' outputs did not arrive within 90 s", s.warmup)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if s.started != nil {
 		s.started()
 	}
-	prod.Stream(context.Background(), s.recs, s.rate, func(i int) {
+	prod.Stream(context.Background(), s.recs[s.warmup:], s.rate, func(i int) {
 		mu.Lock()
-		sent[i] = time.Now()
+		sent[s.warmup+i] = time.Now()
 		mu.Unlock()
 	})
 	prod.Wait(2 * time.Minute)
@@ -132,6 +157,8 @@ type latencySeries struct {
 	stages             []map[string]stageQuantiles // per run, "binary stage" → quantiles
 }
 
+// add records one run; want is the number of outputs expected, warm-up
+// included.
 func (s *latencySeries) add(r streamed, want int) {
 	s.p50, s.p95, s.p99 = append(s.p50, pct(r.lat, 0.50)), append(s.p95, pct(r.lat, 0.95)), append(s.p99, pct(r.lat, 0.99))
 	s.max = append(s.max, pct(r.lat, 1))
