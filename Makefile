@@ -41,7 +41,7 @@ fuzz: ## fuzz the passport parser for FUZZTIME (default 2m)
 	$(GO) test ./pkg/passport -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-2m}
 
 .PHONY: bench
-bench: build ## throughput and latency benchmarks, settings side by side
+bench: build ## throughput and latency benchmarks, settings side by side, with ceilings measured in the same run
 	@if [ -f scripts/bench.sh ]; then bash scripts/bench.sh; else echo "bench: not yet"; fi
 
 .PHONY: soak
