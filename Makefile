@@ -41,8 +41,16 @@ fuzz: ## fuzz the passport parser for FUZZTIME (default 2m)
 	$(GO) test ./pkg/passport -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-2m}
 
 .PHONY: bench
-bench: build ## throughput and latency benchmarks, settings side by side
+bench: build ## throughput and latency benchmarks, settings side by side, with ceilings measured in the same run
 	@if [ -f scripts/bench.sh ]; then bash scripts/bench.sh; else echo "bench: not yet"; fi
+
+.PHONY: soak
+soak: build ## steady state: both binaries at SOAK_RATE for SOAK_MINUTES (30) with churn, retention and a held snapshot; writes soak-report.md
+	bash scripts/soak.sh
+
+.PHONY: soak-large
+soak-large: build ## relay and retention sweep on a 20M-row retained outbox (SOAK_LARGE_ROWS); writes soak-large-report.md
+	SOAK_TEST=TestSoakLarge bash scripts/soak.sh
 
 .PHONY: run
 run: build ## local PostgreSQL + dev broker + migrations + both binaries + sample traffic

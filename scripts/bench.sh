@@ -5,9 +5,13 @@
 # BENCH_REPORT). Missing a target is reported, not a failure.
 #
 # Knobs (environment): BENCH_RUNS (3), BENCH_INGEST_N (25000),
-# BENCH_PER_MESSAGE_CAP (30s), BENCH_E2E_RATE (1000), BENCH_E2E_DURATION (30s),
-# BENCH_BACKLOG_ROWS (200000), BENCH_BUDGET (9m30s), BENCH_ONLY (phases, e.g.
-# ingest,latency; relay and backlog need ingest).
+# BENCH_PER_MESSAGE_CAP (30s), BENCH_E2E_RATES (1000,4000), BENCH_E2E_DURATION
+# (30s), BENCH_FLOOR_DURATION (15s), BENCH_BACKLOG_ROWS (200000), BENCH_BUDGET
+# (13m), BENCH_RELAY_LINGER (0s: the relay's linger.ms for the stand-ins of its
+# producer), BENCH_ONLY (phases: ingest, ingest-ceiling, relay, relay-ceiling,
+# latency, floor, backlog; relay and backlog need ingest). A quick look:
+#   BENCH_RUNS=1 BENCH_INGEST_N=5000 BENCH_E2E_DURATION=5s \
+#   BENCH_FLOOR_DURATION=5s BENCH_REPORT=/tmp/bench.md make bench
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD

@@ -76,6 +76,7 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"positions below the minimum", env("INGEST_MAX_POSITIONS=3"), false, "INGEST_MAX_POSITIONS"},
 		{"retries not int", env("INGEST_RECORD_RETRIES=x"), false, "INGEST_RECORD_RETRIES"},
 		{"zero ingest backoff", env("INGEST_MAX_BACKOFF=0s"), false, "INGEST_MAX_BACKOFF"},
+		{"negative db timeout", env("INGEST_DB_TIMEOUT=-1s"), false, "INGEST_DB_TIMEOUT"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -199,4 +200,14 @@ func TestRelayDBTimeoutAndListenURL(t *testing.T) {
 	var cfgErr *Error
 	require.True(t, errors.As(err, &cfgErr), "got %v", err)
 	require.Equal(t, "OUTBOX_DB_TIMEOUT", cfgErr.Var)
+}
+
+func TestIngestDBTimeout(t *testing.T) {
+	t.Parallel()
+	c, err := LoadIngestor(env("INGEST_DB_TIMEOUT=5s"))
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, c.Ingest.WriteTimeout)
+	c, err = LoadIngestor(env())
+	require.NoError(t, err)
+	require.Zero(t, c.Ingest.WriteTimeout, "unset: 0, which ingest derives from the batch size")
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/pcp/route-processing/pkg/passport"
 	"github.com/pcp/route-processing/pkg/record"
 )
@@ -18,6 +20,14 @@ type item struct {
 	epoch uint64 // assignment epoch of the record's partition when polled
 
 	cerr *passport.ContractError // contract error, when invalid
+
+	// fetched and parsed: when Poll returned the record and when it was
+	// parsed (the stage histogram's points).
+	fetched, parsed time.Time
+
+	// span is the record's span when tracing is on and the record had a
+	// valid traceparent.
+	span trace.Span
 
 	// done: written to the database or acknowledged by the DLQ. Written by
 	// the batch goroutines, read by the poll loop after the batch result.
@@ -75,6 +85,8 @@ func wait(ctx context.Context, ch <-chan struct{}) bool {
 // and write the valid records.
 func (in *Ingestor) process(ctx context.Context, b *batch) {
 	start := time.Now()
+	ctx, endSpans := in.traceBatch(ctx, b)
+	defer endSpans()
 	var valid, invalid []*item
 	for _, it := range b.items {
 		p, err := passport.Parse(it.rec().Value, in.cfg.Limits)
@@ -87,7 +99,9 @@ func (in *Ingestor) process(ctx context.Context, b *batch) {
 			invalid = append(invalid, it)
 			continue
 		}
-		it.acc = passport.Accept(p, it.acc.Source, in.cfg.Events)
+		it.acc = passport.AcceptTraced(p, it.acc.Source, in.cfg.Events, recordTraceparent(it))
+		it.parsed = time.Now()
+		in.metrics.stageParsed.Observe(it.parsed.Sub(it.fetched).Seconds())
 		valid = append(valid, it)
 	}
 	b.routes = make(map[string]struct{}, len(valid))

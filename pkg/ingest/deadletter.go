@@ -37,6 +37,10 @@ func databaseReason(err error, attempts int) func(*item) dlq.Reason {
 // A failed write is retried with backoff (component "dlq" not ready
 // meanwhile) until it succeeds or ctx ends: nothing is skipped.
 func (in *Ingestor) deadLetter(ctx context.Context, items []*item, why func(*item) dlq.Reason) {
+	in.dlqWriters.Add(1)
+	defer in.dlqWriters.Add(-1)
+	ctx, span := in.startSpan(ctx, spanDeadLetter, len(items))
+	defer span.End()
 	bo := backoff.New(in.cfg.MinBackoff, in.cfg.MaxBackoff)
 	for {
 		items = in.ownedItems(items)
@@ -75,7 +79,8 @@ func (in *Ingestor) deadLetter(ctx context.Context, items []*item, why func(*ite
 		}
 		in.dlqHealth.fail(ctx, firstErr)
 		items = failed
-		if !backoff.Sleep(ctx, bo.Next()) {
+		// A probe that reaches the brokers again ends the wait.
+		if !in.dlqHealth.sleep(ctx, bo.Next()) {
 			return
 		}
 	}
@@ -88,6 +93,7 @@ func (in *Ingestor) deadLetter(ctx context.Context, items []*item, why func(*ite
 // its value (dlq.OmitValue): the headers still say where the original is,
 // and the input topic keeps it for its retention.
 func (in *Ingestor) produceLetters(ctx context.Context, items []*item, letters []record.Record) []error {
+	defer in.dlqHealth.calls.end(in.dlqHealth.calls.start())
 	errs := in.deadLetters.ProduceBatch(ctx, letters)
 	for i, err := range errs {
 		if !in.deadLetters.TooLarge(err) {

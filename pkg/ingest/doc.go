@@ -56,14 +56,20 @@
 //     successful ping does not end such an outage while a batch is still
 //     retrying (the server may answer and refuse writes); a span that keeps
 //     failing while pings succeed is split in halves. Each database call
-//     of a write is bounded by Config.WriteTimeout.
+//     of a write is bounded by Config.WriteTimeout (INGEST_DB_TIMEOUT); a
+//     timeout is an outage, never a rejection. While the database is down
+//     it is pinged every 500ms, and each successful ping ends the retries'
+//     backoff sleep, so writing resumes within a tick of its return; while
+//     it is up, a call outstanding for a second triggers a ping, whose
+//     failure reports the outage before the call's own timeout (health.go).
 //   - one record rejected (store.KindRecord): the batch is split in halves
 //     until the rejected record is alone; it is retried Config.RecordRetries
 //     times and then dead-lettered with category RETRYABLE; the other
 //     records are written.
 //
 // A DLQ write that fails is retried the same way as an unavailable database
-// (component "dlq"): the record's offset stays uncommitted meanwhile.
+// (component "dlq", probed with a metadata request): the record's offset
+// stays uncommitted meanwhile.
 //
 // # Rebalance and shutdown
 //

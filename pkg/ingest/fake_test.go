@@ -276,6 +276,8 @@ func (d *fakeDLQ) ProduceBatch(_ context.Context, recs []record.Record) []error 
 
 func (d *fakeDLQ) TooLarge(error) bool { return false }
 
+func (d *fakeDLQ) Probe(ctx context.Context, _ string, _ time.Duration) error { return ctx.Err() }
+
 // logCounter counts log records whose message contains a substring.
 type logCounter struct {
 	slog.Handler

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,9 @@ type health struct {
 	outage atomic.Bool
 	mu     sync.Mutex
 	since  time.Time
+	// wake: a probe succeeded; calls: the calls outstanding.
+	wake  wakeup
+	calls callWatch
 }
 
 func newHealth(logger *slog.Logger, ready *obs.Readiness, component, initial string) *health {
@@ -77,42 +81,144 @@ func (h *health) fail(ctx context.Context, err error) {
 	h.logger.ErrorContext(ctx, h.component+" unavailable; pausing consumption and retrying", "err", err)
 }
 
-// probeEvery is the database probe's period while it is up, and the cap of
-// its backoff while it is down.
-const probeEvery = 5 * time.Second
+// The probes of a dependency. While it is down a probe runs every
+// probeTick: cheap (a ping, a metadata request), so the retries of the
+// expensive work may back off for long while a successful probe cuts their
+// wait short and writing resumes within a tick of the dependency's return.
+// While it is up, a call outstanding for stallAfter triggers a probe, so a
+// hung link (bytes held, no RST) shows in /readyz within
+// stallAfter+probeTick+probeTimeout, long before the call's own timeout.
+const (
+	probeTick    = 500 * time.Millisecond
+	stallAfter   = time.Second
+	probeTimeout = time.Second
+)
 
-// probeDatabase pings until the first success, so /readyz turns ready
-// without traffic, and then whenever the database is marked down and no
-// batch is there to find out it is back. A ping does not end an outage
-// that a batch still retrying reported: the server may answer and still
-// refuse writes (read-only standby, disk full, missing table); that batch
-// ends the outage when its write succeeds.
-func (in *Ingestor) probeDatabase(ctx context.Context) {
-	bo := backoff.New(in.cfg.MinBackoff, min(in.cfg.MaxBackoff, probeEvery))
-	noWriter := func() bool { return in.dbWriters.Load() == 0 }
+// wakeup lets a successful probe end the backoff sleeps of the retries
+// waiting for a dependency.
+type wakeup struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// wait returns a channel closed by the next broadcast.
+func (w *wakeup) wait() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch == nil {
+		w.ch = make(chan struct{})
+	}
+	return w.ch
+}
+
+func (w *wakeup) broadcast() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch != nil {
+		close(w.ch)
+		w.ch = nil
+	}
+}
+
+// sleep waits d, or less when a probe succeeds meanwhile; false when ctx
+// ended.
+func (h *health) sleep(ctx context.Context, d time.Duration) bool {
+	woken := h.wake.wait()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-woken:
+	}
+	return true
+}
+
+// callWatch knows since when the oldest outstanding call to a dependency
+// runs.
+type callWatch struct {
+	mu   sync.Mutex
+	next uint64
+	open map[uint64]time.Time
+}
+
+// start registers a call; the caller passes the id to end.
+func (w *callWatch) start() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.open == nil {
+		w.open = map[uint64]time.Time{}
+	}
+	w.next++
+	w.open[w.next] = time.Now()
+	return w.next
+}
+
+func (w *callWatch) end(id uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.open, id)
+}
+
+// oldest is the age of the oldest outstanding call (0: none).
+func (w *callWatch) oldest() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var first time.Time
+	for _, t := range w.open {
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+	}
+	if first.IsZero() {
+		return 0
+	}
+	return time.Since(first)
+}
+
+// watch keeps h current with probe until ctx ends: every probeTick while h
+// is down, and while up whenever a call has been outstanding for
+// stallAfter (a failed probe then marks h down). A successful probe wakes
+// the retries backing off, and ends the outage only when no worker is
+// retrying (idle: nothing else would find out). While one is, its success
+// ends it: the server may answer and still refuse the work (read-only
+// standby, disk full, missing table).
+func (in *Ingestor) watch(ctx context.Context, h *health, probe func(context.Context) error, workers *atomic.Int32) {
+	noWorker := func() bool { return workers.Load() == 0 }
 	for {
-		wait := probeEvery
-		if in.dbHealth.down.Load() {
-			wait = bo.Next()
-			if !in.dbHealth.outage.Load() || noWriter() {
-				if in.pings(ctx) {
-					in.dbHealth.okIf(ctx, noWriter)
-					if !in.dbHealth.down.Load() {
-						bo.Reset()
-						wait = probeEvery
-					}
-				}
+		switch {
+		case h.down.Load():
+			if probeOK(ctx, probe) {
+				h.wake.broadcast()
+				h.okIf(ctx, noWorker)
+			}
+		case h.calls.oldest() >= stallAfter:
+			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+			err := probe(pctx)
+			cancel()
+			if stalled := h.calls.oldest(); err != nil && ctx.Err() == nil && stalled >= stallAfter {
+				h.fail(ctx, fmt.Errorf("a call is outstanding for %s and a probe failed: %w", stalled.Round(time.Millisecond), err))
 			}
 		}
-		if !backoff.Sleep(ctx, wait) {
+		if !backoff.Sleep(ctx, probeTick) {
 			return
 		}
 	}
 }
 
-// pings reports whether the database answers a ping within probeEvery.
-func (in *Ingestor) pings(ctx context.Context) bool {
-	pctx, cancel := context.WithTimeout(ctx, probeEvery)
+func probeOK(ctx context.Context, probe func(context.Context) error) bool {
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	return in.store.Ping(pctx) == nil
+	return probe(pctx) == nil
+}
+
+// pings reports whether the database answers a ping within probeTimeout.
+func (in *Ingestor) pings(ctx context.Context) bool {
+	return probeOK(ctx, in.store.Ping)
+}
+
+// probeDLQ asks the DLQ's brokers for the topic's metadata.
+func (in *Ingestor) probeDLQ(ctx context.Context) error {
+	return in.deadLetters.Probe(ctx, in.cfg.DLQTopic, probeTimeout)
 }

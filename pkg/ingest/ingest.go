@@ -56,6 +56,9 @@ type DLQ interface {
 	// TooLarge reports whether a ProduceBatch error says the record
 	// exceeds a size limit.
 	TooLarge(err error) bool
+	// Probe reports whether a broker answers a metadata request for topic
+	// within timeout; it is cheap, and runs while dead letters wait.
+	Probe(ctx context.Context, topic string, timeout time.Duration) error
 }
 
 // Readiness components reported by the ingestor.
@@ -86,6 +89,8 @@ type Ingestor struct {
 	// dbWriters counts the batches writing valid records (fast or slow
 	// path); while one is, only a successful write ends an outage.
 	dbWriters atomic.Int32
+	// dlqWriters counts the dead-letter writes running, the same way.
+	dlqWriters atomic.Int32
 
 	// owned maps each assigned partition to the epoch of its assignment;
 	// batch goroutines read it to skip records of revoked partitions.
@@ -147,6 +152,10 @@ func New(logger *slog.Logger, cfg Config, consumer Consumer, st Store, dl DLQ, m
 	return in, nil
 }
 
+// DBTimeout is the bound of each database call in effect (INGEST_DB_TIMEOUT
+// or its default derived from the batch size).
+func (in *Ingestor) DBTimeout() time.Duration { return in.cfg.WriteTimeout }
+
 // Run consumes until ctx ends or a fatal error, then finishes (bounded) the
 // batches in flight, commits what they finished and returns. The caller
 // closes the consumer afterwards.
@@ -158,7 +167,8 @@ func (in *Ingestor) Run(ctx context.Context) error {
 
 	pingCtx, stopPing := context.WithCancel(ctx)
 	defer stopPing()
-	go in.probeDatabase(pingCtx)
+	go in.watch(pingCtx, in.dbHealth, in.store.Ping, &in.dbWriters)
+	go in.watch(pingCtx, in.dlqHealth, in.probeDLQ, &in.dlqWriters)
 
 	if err := in.consumer.Subscribe(in.onAssigned, in.onRevoked); err != nil {
 		return err

@@ -28,6 +28,7 @@ func (in *Ingestor) loop(ctx, batchCtx context.Context) error {
 		if err != nil {
 			return err
 		}
+		fetched := time.Now()
 		if rec == nil {
 			in.caughtUp = true
 			continue
@@ -43,7 +44,10 @@ func (in *Ingestor) loop(ctx, batchCtx context.Context) error {
 		if len(in.pending) == 0 {
 			in.pendingSince = time.Now()
 		}
-		it := &item{epoch: epoch}
+		if !rec.Timestamp.IsZero() {
+			in.metrics.stageFetched.Observe(fetched.Sub(rec.Timestamp).Seconds())
+		}
+		it := &item{epoch: epoch, fetched: fetched}
 		it.acc.Source = *rec
 		in.pending = append(in.pending, it)
 		in.pendingBytes += len(rec.Value)

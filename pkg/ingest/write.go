@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/pcp/route-processing/pkg/backoff"
 	"github.com/pcp/route-processing/pkg/passport"
 	"github.com/pcp/route-processing/pkg/store"
@@ -17,6 +19,9 @@ func (in *Ingestor) write(ctx context.Context, b *batch, valid []*item) {
 	if len(valid) > 0 {
 		in.dbWriters.Add(1)
 		defer in.dbWriters.Add(-1)
+		var span trace.Span
+		ctx, span = in.startSpan(ctx, spanWrite, len(valid))
+		defer span.End()
 	}
 	err := in.writeFast(ctx, b, valid)
 	if err == nil {
@@ -123,15 +128,19 @@ const rollbackTimeout = 5 * time.Second
 // begin, txWrite and txCommit make one database call each, bounded by
 // Config.WriteTimeout; waits for other batches happen between them, outside
 // the bound.
+// Each registers with the database's call watch, so that a hung call
+// shows in /readyz before its timeout.
 func (in *Ingestor) begin(ctx context.Context) (store.WriteTx, error) {
 	cctx, cancel := context.WithTimeout(ctx, in.cfg.WriteTimeout)
 	defer cancel()
+	defer in.dbHealth.calls.end(in.dbHealth.calls.start())
 	return in.store.Begin(cctx)
 }
 
 func (in *Ingestor) txWrite(ctx context.Context, tx store.WriteTx, items []*item) error {
 	cctx, cancel := context.WithTimeout(ctx, in.cfg.WriteTimeout)
 	defer cancel()
+	defer in.dbHealth.calls.end(in.dbHealth.calls.start())
 	accepted := make([]passport.Accepted, len(items))
 	for i, it := range items {
 		accepted[i] = it.acc
@@ -142,6 +151,7 @@ func (in *Ingestor) txWrite(ctx context.Context, tx store.WriteTx, items []*item
 func (in *Ingestor) txCommit(ctx context.Context, tx store.WriteTx) error {
 	cctx, cancel := context.WithTimeout(ctx, in.cfg.WriteTimeout)
 	defer cancel()
+	defer in.dbHealth.calls.end(in.dbHealth.calls.start())
 	return tx.Commit(cctx)
 }
 
@@ -170,7 +180,8 @@ const splitAfterFailures = 2
 // then dead-lettered as RETRYABLE. While the database is unavailable the
 // same span is retried with backoff; a span of several records that keeps
 // failing so while the database answers pings is split in halves too, in
-// case its size is the problem (a statement too large, a timeout). It
+// case its size is the problem (a statement too large, a timeout). A
+// timeout is never a refusal: store.Classify makes it KindUnavailable. It
 // returns when every record is written or dead-lettered, or when ctx ends.
 func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error) {
 	queue := [][]*item{items}
@@ -235,7 +246,8 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 				queue = append(halves(span), queue[1:]...)
 				unavailable = 0
 			}
-			if !backoff.Sleep(ctx, bo.Next()) {
+			// A probe that reaches the database again ends the wait.
+			if !in.dbHealth.sleep(ctx, bo.Next()) {
 				return
 			}
 		}
@@ -259,8 +271,10 @@ func (in *Ingestor) writeOnce(ctx context.Context, items []*item) (err error) {
 }
 
 func (in *Ingestor) markWritten(items []*item) {
+	now := time.Now()
 	for _, it := range items {
 		it.done = true
+		in.metrics.stageCommitted.Observe(now.Sub(it.parsed).Seconds())
 	}
 	in.metrics.success.Add(float64(len(items)))
 }

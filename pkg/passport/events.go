@@ -29,11 +29,26 @@ type Accepted struct {
 	Events []outbox.Event
 }
 
-// Accept pairs a parsed passport with its source record and its events.
+// Accept pairs a parsed passport with its source record and its events,
+// whose traceparent is the input's (contract §2); see [AcceptTraced].
 func Accept(p *Passport, src record.Record, cfg EventConfig) Accepted {
+	return AcceptTraced(p, src, cfg, "")
+}
+
+// AcceptTraced is [Accept] for an ingestor that traces: span is the
+// traceparent of the span it opened for the record as a child of the
+// input's traceparent ("" when tracing is off or the input's value did not
+// parse). This is the one home of the rule for the events' traceparent:
+// none when the input had none; else span when set, so that the relay's
+// publish span and the consumers continue the ingestor's trace; else the
+// input's value unchanged.
+func AcceptTraced(p *Passport, src record.Record, cfg EventConfig, span string) Accepted {
 	var traceparent *string
 	if v, ok := src.Header("traceparent"); ok {
-		s := string(v)
+		s := span
+		if s == "" {
+			s = string(v)
+		}
 		traceparent = &s
 	}
 	return Accepted{Passport: p, Source: src, Events: p.Events(cfg, traceparent)}

@@ -49,3 +49,30 @@ func TestAcceptYieldsTheTwoEventsOfTheContract(t *testing.T) {
 		require.False(t, has)
 	}
 }
+
+// The events' traceparent: the ingestor's span when it traced the record,
+// the input's otherwise, none when the input had none (contract §2).
+func TestAcceptTracedPicksTheEventsTraceparent(t *testing.T) {
+	t.Parallel()
+	p := &passport.Passport{RouteID: "0190a3e4-0000-7000-8000-000000000001"}
+	in := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	span := "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"
+	withTP := record.Record{Headers: []record.Header{{Key: "traceparent", Value: []byte(in)}}}
+	for _, c := range []struct {
+		name string
+		src  record.Record
+		span string
+		want string // "" : no header
+	}{
+		{"traced", withTP, span, span},
+		{"tracing off", withTP, "", in},
+		{"input had none", record.Record{}, span, ""},
+	} {
+		acc := passport.AcceptTraced(p, c.src, passport.EventConfig{}, c.span)
+		for _, ev := range acc.Events {
+			v, has := (&record.Record{Headers: ev.Headers}).Header("traceparent")
+			require.Equal(t, c.want != "", has, c.name)
+			require.Equal(t, c.want, string(v), c.name)
+		}
+	}
+}

@@ -78,6 +78,25 @@ func TestMigrate(t *testing.T) {
 		}
 	})
 
+	t.Run("OutboxStorageForSteadyState", func(t *testing.T) {
+		t.Parallel()
+		ctx, bundle := setupMigrate(t)
+		require.NoError(t, store.Migrate(ctx, bundle.conn))
+		// Migration 006: payloads out of line (claims and marks copy a
+		// small heap tuple) and autovacuum by a fixed number of dead rows,
+		// unthrottled, for the outbox heap and its TOAST table (issue 12).
+		var heap, toast []string
+		require.NoError(t, bundle.conn.QueryRow(ctx, `select coalesce(c.reloptions, '{}'), coalesce(tc.reloptions, '{}')
+			from pg_class c join pg_class tc on tc.oid = c.reltoastrelid
+			where c.oid = 'route_passport_outbox'::regclass`).Scan(&heap, &toast))
+		for _, o := range []string{"toast_tuple_target=128", "autovacuum_vacuum_scale_factor=0", "autovacuum_vacuum_insert_scale_factor=0", "autovacuum_vacuum_cost_delay=0"} {
+			require.Contains(t, heap, o)
+		}
+		for _, o := range []string{"autovacuum_vacuum_scale_factor=0", "autovacuum_vacuum_cost_delay=0"} {
+			require.Contains(t, toast, o)
+		}
+	})
+
 	t.Run("CreatesContractTables", func(t *testing.T) {
 		t.Parallel()
 		ctx, bundle := setupMigrate(t)

@@ -185,8 +185,13 @@ func (c *PostgresCluster) Start(t testing.TB) {
 	}
 }
 
-func startCluster(bins *pgBinaries, opts PostgresOptions) (*PostgresCluster, error) {
-	dir, err := os.MkdirTemp("", "testenv-pg-")
+// newClusterDir makes the directory of a cluster not yet started (data,
+// log, socket), owned by the server's user, and registers its removal with
+// the reaper before anything runs, so a crash at any later point still
+// removes it (and stops the server once it runs). The caller destroys the
+// cluster if it fails to start it.
+func newClusterDir(bins *pgBinaries, prefix string) (*PostgresCluster, error) {
+	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -196,21 +201,29 @@ func startCluster(bins *pgBinaries, opts PostgresOptions) (*PostgresCluster, err
 		dataDir: filepath.Join(dir, "data"),
 		logFile: filepath.Join(dir, "postgres.log"),
 	}
-	// Registered before anything is started, so a crash at any later point
-	// still removes the directory (and stops the server once it runs).
 	c.unreap = reapOnCrash(
 		reapStep{Exec: bins.command("pg_ctl", "-D", c.dataDir, "stop", "-m", "immediate", "-w")},
 		reapStep{RemoveAll: dir},
 	)
+	if err := bins.chown(dir); err != nil {
+		c.destroy()
+		return nil, err
+	}
+	return c, nil
+}
+
+func startCluster(bins *pgBinaries, opts PostgresOptions) (*PostgresCluster, error) {
+	c, err := newClusterDir(bins, "testenv-pg-")
+	if err != nil {
+		return nil, err
+	}
+	dir := c.dir
 	ok := false
 	defer func() {
 		if !ok {
 			c.destroy()
 		}
 	}()
-	if err := bins.chown(dir); err != nil {
-		return nil, err
-	}
 	if err := bins.initdbInto(c.dataDir); err != nil {
 		return nil, err
 	}

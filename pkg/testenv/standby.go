@@ -71,29 +71,17 @@ func NewReplicatedCluster(t testing.TB, opts PostgresOptions) *ReplicatedCluster
 // the recovery settings (-R: standby.signal and primary_conninfo), and starts
 // it on a port of its own.
 func startStandby(bins *pgBinaries, primary *PostgresCluster) (*PostgresCluster, error) {
-	dir, err := os.MkdirTemp("", "testenv-pgstandby-")
+	c, err := newClusterDir(bins, "testenv-pgstandby-")
 	if err != nil {
 		return nil, err
 	}
-	c := &PostgresCluster{
-		bins:    bins,
-		dir:     dir,
-		dataDir: filepath.Join(dir, "data"),
-		logFile: filepath.Join(dir, "postgres.log"),
-	}
-	c.unreap = reapOnCrash(
-		reapStep{Exec: bins.command("pg_ctl", "-D", c.dataDir, "stop", "-m", "immediate", "-w")},
-		reapStep{RemoveAll: dir},
-	)
+	dir := c.dir
 	ok := false
 	defer func() {
 		if !ok {
 			c.destroy()
 		}
 	}()
-	if err := bins.chown(dir); err != nil {
-		return nil, err
-	}
 	if out, err := bins.run("pg_basebackup", "-D", c.dataDir, "-R", "-X", "stream", "--no-sync",
 		"-h", "127.0.0.1", "-p", strconv.Itoa(primary.port), "-U", "postgres"); err != nil {
 		return nil, fmt.Errorf("pg_basebackup: %w\n%s", err, out)

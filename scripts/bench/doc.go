@@ -2,11 +2,16 @@
 // (scripts/bench.sh builds and runs it). It needs several minutes of an
 // otherwise idle machine, so `make test` does not run it.
 //
-// One file per phase (ingest.go, relay.go, latency.go, backlog.go), each a
-// [phase] in main.go's list: a name for BENCH_ONLY, a share of the time
-// budget and a function that repeats its runs until its deadline; sampler.go
-// observes each run (CPU per process, PostgreSQL wait events), report.go
-// prints the table and writes bench-report.md, infra.go holds the shared
+// One file per phase (ingest.go, ceiling_ingest.go, relay.go,
+// ceiling_relay.go, latency.go, floor.go, backlog.go), each a [phase] in
+// main.go's list: a name for BENCH_ONLY, a share of the time budget and a
+// function that repeats its runs until its deadline; sampler.go observes
+// each run (CPU per process, PostgreSQL wait events), measure.go is the
+// stream-and-consume measurement the latency and floor phases share,
+// clients.go the bench's own Kafka clients and their settings, rows.go the
+// service's rows built for the ceilings, budget.go the stage budget read
+// from the binaries' /metrics, targets.go issue 13's targets against the
+// ceilings, report.go the table and bench-report.md, infra.go the shared
 // topic and database chores. The harness is pkg/e2e's and pkg/testenv's
 // (runT adapts their testing.TB parameter to a program).
 //
@@ -26,8 +31,19 @@
 //     published row until every row is PUBLISHED, on a copy of a database the
 //     ingestor filled;
 //   - end-to-end latency, input produced → output record consumed, at a
-//     steady 1,000 passports/s for 30 s with both binaries running;
-//   - the time to drain a 200,000-row backlog.
+//     steady 1,000 and 4,000 passports/s for 30 s each with both binaries
+//     running, and the latency budget: the binaries' stage histograms
+//     (route_passport_stage_seconds) over the run, plus the last hop;
+//   - the time to drain a 200,000-row backlog;
+//
+// and, in the same run, what bounds each figure:
+//
+//   - the ingest ceiling: the same rows written by the bench alone (COPY
+//     into temporary tables, INSERT … SELECT … ON CONFLICT, 1,000 passports
+//     per transaction, two connections);
+//   - the relay ceiling: the same records produced by a producer with the
+//     relay's settings, without the database;
+//   - the latency floor: the two Kafka hops alone at the same rates.
 //
 // Each figure is the median of several runs (BENCH_RUNS, default 3; fewer
 // when the time budget runs short, and the table says how many). Ratios are

@@ -116,6 +116,20 @@ func envInt(name string, def int) int {
 	return def
 }
 
+// envInts reads a comma-separated list of positive integers.
+func envInts(name string, def []int) []int {
+	var out []int
+	for _, f := range strings.Split(os.Getenv(name), ",") {
+		if v, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && v > 0 {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		return def
+	}
+	return out
+}
+
 func envDur(name string, def time.Duration) time.Duration {
 	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
 		return v

@@ -22,12 +22,13 @@ type config struct {
 	runs          int
 	ingestN       int // passports on the pre-filled topic
 	perMessageCap time.Duration
-	e2eRate       int // passports/s
+	e2eRates      []int // passports/s, each a series of the latency and floor phases
 	e2eFor        time.Duration
+	floorFor      time.Duration
 	backlogRows   int
 	budget        time.Duration
-	// only names the phases to run (ingest, relay, latency, backlog; relay
-	// and backlog need ingest); empty runs all.
+	// only names the phases to run (see phases; relay and backlog need
+	// ingest); empty runs all.
 	only []string
 }
 
@@ -36,10 +37,11 @@ func configFromEnv() config {
 		runs:          envInt("BENCH_RUNS", 3),
 		ingestN:       envInt("BENCH_INGEST_N", 25_000),
 		perMessageCap: envDur("BENCH_PER_MESSAGE_CAP", 30*time.Second),
-		e2eRate:       envInt("BENCH_E2E_RATE", 1_000),
+		e2eRates:      envInts("BENCH_E2E_RATES", []int{1_000, 4_000}),
 		e2eFor:        envDur("BENCH_E2E_DURATION", 30*time.Second),
+		floorFor:      envDur("BENCH_FLOOR_DURATION", 15*time.Second),
 		backlogRows:   envInt("BENCH_BACKLOG_ROWS", 200_000),
-		budget:        envDur("BENCH_BUDGET", 9*time.Minute+30*time.Second),
+		budget:        envDur("BENCH_BUDGET", 13*time.Minute),
 	}
 	if v := os.Getenv("BENCH_ONLY"); v != "" {
 		c.only = strings.Split(v, ",")
@@ -73,14 +75,17 @@ type bench struct {
 
 // results are what the phases measured, for the table and the report.
 type results struct {
-	ing ingestResults
-	rel relayResults
-	lat latencyResults
-	blg backlogResults
+	ing     ingestResults
+	ingCeil ingestCeilingResults
+	rel     relayResults
+	relCeil relayCeilingResults
+	lat     latencyResults
+	floor   floorResults
+	blg     backlogResults
 }
 
 // phase is one measured part of the benchmark: a name (BENCH_ONLY), its
-// share of the budget left after the setup, and the function that runs its
+// share of the budget (relative to the other enabled phases), and the function that runs its
 // repetitions until its deadline and stores its figures. A ceiling phase (a
 // DB-only writer, a raw producer, a two-hop Kafka floor) is one more entry.
 type phase struct {
@@ -89,15 +94,26 @@ type phase struct {
 	run   func(b *bench, deadline time.Time, r *results)
 }
 
-// phases are run in this order; relay and backlog copy the ingest phase's
-// databases.
+// phases are run in this order, each ceiling next to the service figure it
+// bounds; relay and backlog copy the ingest phase's databases.
 func phases() []phase {
 	return []phase{
-		{"ingest", 0.30, func(b *bench, d time.Time, r *results) { r.ing = b.ingestPhase(d) }},
-		{"relay", 0.25, func(b *bench, d time.Time, r *results) { r.rel = b.relayPhase(r.ing.dbs, d) }},
-		{"latency", 0.20, func(b *bench, d time.Time, r *results) { r.lat = b.latencyPhase(d) }},
-		{"backlog", 0.25, func(b *bench, d time.Time, r *results) { r.blg = b.backlogPhase(r.ing.dbs, d) }},
+		{"ingest", 0.20, func(b *bench, d time.Time, r *results) { r.ing = b.ingestPhase(d) }},
+		{"ingest-ceiling", 0.04, func(b *bench, d time.Time, r *results) { r.ingCeil = b.ingestCeilingPhase(d) }},
+		{"relay", 0.08, func(b *bench, d time.Time, r *results) { r.rel = b.relayPhase(r.ing.dbs, d) }},
+		{"relay-ceiling", 0.03, func(b *bench, d time.Time, r *results) { r.relCeil = b.relayCeilingPhase(d) }},
+		{"latency", 0.36, func(b *bench, d time.Time, r *results) { r.lat = b.latencyPhase(d) }},
+		{"floor", 0.17, func(b *bench, d time.Time, r *results) { r.floor = b.floorPhase(d) }},
+		{"backlog", 0.12, func(b *bench, d time.Time, r *results) { r.blg = b.backlogPhase(r.ing.dbs, d) }},
 	}
+}
+
+func phaseNames() string {
+	var names []string
+	for _, ph := range phases() {
+		names = append(names, ph.name)
+	}
+	return strings.Join(names, ", ")
 }
 
 func main() {
@@ -143,30 +159,49 @@ func (b *bench) run() {
 
 	// Pre-fill the input topic once; every ingest run reads it with a group
 	// of its own into a fresh database.
+	prefill := b.cfg.ingestN
 	if !b.cfg.enabled("ingest") {
-		b.cfg.ingestN = 0
+		prefill = 0
 	}
-	say("bench: pre-filling %s with %d passports ...", topicInput, b.cfg.ingestN)
-	recs := e2e.GenValid(1, b.cfg.ingestN)
+	say("bench: pre-filling %s with %d passports ...", topicInput, prefill)
+	recs := e2e.GenValid(1, prefill)
 	p := e2e.NewProducer(t, b.bootstrap, topicInput)
 	for i, r := range recs {
 		p.Send(i, r.Key, r.Value)
 	}
 	p.Wait(5 * time.Minute)
 	recs = nil
-	setupDone := time.Since(b.start)
 
-	// The phases share what is left of the budget.
-	left := b.cfg.budget - setupDone
-	var res results
-	for _, ph := range phases() {
-		if b.cfg.enabled(ph.name) {
-			ph.run(b, time.Now().Add(time.Duration(ph.share*float64(left))), &res)
+	for _, name := range b.cfg.only {
+		if !slices.ContainsFunc(phases(), func(ph phase) bool { return ph.name == name }) {
+			b.note("BENCH_ONLY names %q, which is no phase; the phases are %s", name, phaseNames())
 		}
 	}
 
-	table := b.table(res.ing, res.rel, res.lat, res.blg, machine)
+	// The enabled phases share what is left of the budget in proportion to
+	// their shares; time a phase leaves unused goes to those after it.
+	end := b.start.Add(b.cfg.budget)
+	var shares float64
+	for _, ph := range phases() {
+		if b.cfg.enabled(ph.name) {
+			shares += ph.share
+		}
+	}
+	var res results
+	for _, ph := range phases() {
+		if !b.cfg.enabled(ph.name) {
+			continue
+		}
+		left := time.Until(end)
+		ph.run(b, time.Now().Add(time.Duration(float64(left)*ph.share/shares)), &res)
+		shares -= ph.share
+	}
+
+	table := b.table(&res, machine)
+	targets := targetsTable(&res)
 	fmt.Println()
 	fmt.Println(table)
-	b.writeReport(table, res.ing, res.rel, res.lat, res.blg)
+	fmt.Println(targets)
+	fmt.Println(budgetTable(res.lat.series))
+	b.writeReport(table, targets, &res)
 }

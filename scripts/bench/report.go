@@ -72,7 +72,8 @@ func verdict(ok bool, have bool) string {
 	return "**no**"
 }
 
-func (b *bench) table(ing ingestResults, rel relayResults, lat latencyResults, blg backlogResults, m machineInfo) string {
+func (b *bench) table(r *results, m machineInfo) string {
+	ing, rel, blg := r.ing, r.rel, r.blg
 	var sb strings.Builder
 	row := func(cells ...string) { sb.WriteString("| " + strings.Join(cells, " | ") + " |\n") }
 	row("Measure", "Setting", "Median", "Runs", "Target", "Met")
@@ -81,28 +82,42 @@ func (b *bench) table(ing ingestResults, rel relayResults, lat latencyResults, b
 
 	dI, oI, rI := median(ing.def), median(ing.one), median(ing.ratios)
 	row("Ingest, passports/s", "`INGEST_BATCH_SIZE=1`", fmtRate(oI), n(ing.one), "—", "")
-	row("Ingest, passports/s", "default (`INGEST_BATCH_SIZE=500`)", fmtRate(dI), n(ing.def), "≥ 5,000/s", verdict(dI >= 5000, len(ing.def) > 0))
+	row("Ingest, passports/s", "default", fmtRate(dI), n(ing.def), "≥ 5,000/s", verdict(dI >= 5000, len(ing.def) > 0))
 	row("Ingest speed-up", "default ÷ per-message, same run", fmt.Sprintf("%.1f×", rI), n(ing.ratios), "≥ 5×", verdict(rI >= 5, len(ing.ratios) > 0))
+	row("Ingest ceiling, passports/s", fmt.Sprintf("DB-only writer: parse + COPY + `INSERT … SELECT … ON CONFLICT`, %s per transaction, %d connections", groupDigits(ceilingIngestTxRows), ceilingIngestConns),
+		fmtRate(median(r.ingCeil.rates)), n(r.ingCeil.rates), "—", "")
 
 	sR, dR, rR := median(rel.seed), median(rel.def), median(rel.ratios)
 	row("Relay, events/s", "seed (`OUTBOX_BATCH_SIZE=50`, `OUTBOX_POLL_INTERVAL=1s`)", fmtRate(sR), n(rel.seed), "—", "")
-	row("Relay, events/s", "default (`OUTBOX_BATCH_SIZE=500`)", fmtRate(dR), n(rel.def), "≥ 8,000/s", verdict(dR >= 8000, len(rel.def) > 0))
+	row("Relay, events/s", "default", fmtRate(dR), n(rel.def), "≥ 8,000/s", verdict(dR >= 8000, len(rel.def) > 0))
 	row("Relay speed-up", "default ÷ seed, same run", fmt.Sprintf("%.1f×", rR), n(rel.ratios), "—", "")
+	row("Relay ceiling, events/s", fmt.Sprintf("raw producer, the relay's settings, the same records, %s per ProduceBatch, %d in flight", groupDigits(ceilingRelayChunk), ceilingRelayInFlight),
+		fmtRate(median(r.relCeil.rates)), n(r.relCeil.rates), "—", "")
+	shape := b.relayConfig().Config.WithDefaults()
+	row("Raw producer in the relay's shape, events/s", fmt.Sprintf("the same, %d per ProduceBatch, %d in flight (OUTBOX_BATCH_SIZE, OUTBOX_WORKERS)", shape.BatchSize, shape.Workers),
+		fmtRate(median(r.relCeil.shaped)), n(r.relCeil.shaped), "—", "")
 
-	setting := fmt.Sprintf("%s passports/s for %s, both binaries", groupDigits(int64(b.cfg.e2eRate)), b.cfg.e2eFor)
-	p99 := median(lat.p99)
-	row("End-to-end latency p50, ms", setting, fmt.Sprintf("%.1f", median(lat.p50)), n(lat.p50), "—", "")
-	row("End-to-end latency p95, ms", setting, fmt.Sprintf("%.1f", median(lat.p95)), n(lat.p95), "—", "")
-	row("End-to-end latency p99, ms", setting, fmt.Sprintf("%.1f", p99), n(lat.p99), "≤ 100 ms", verdict(p99 <= 100, len(lat.p99) > 0))
+	for _, s := range r.lat.series {
+		setting := fmt.Sprintf("%s passports/s for %s, both binaries", groupDigits(int64(s.rate)), b.cfg.e2eFor)
+		p99 := median(s.p99)
+		row("End-to-end latency p50, ms", setting, fmt.Sprintf("%.1f", median(s.p50)), n(s.p50), "—", "")
+		row("End-to-end latency p95, ms", setting, fmt.Sprintf("%.1f", median(s.p95)), n(s.p95), "—", "")
+		row("End-to-end latency p99, ms", setting, fmt.Sprintf("%.1f", p99), n(s.p99), "≤ 100 ms", verdict(p99 <= 100, len(s.p99) > 0))
+	}
+	for _, s := range r.floor.series {
+		setting := fmt.Sprintf("%s records/s for %s, two Kafka hops alone", groupDigits(int64(s.rate)), b.cfg.floorFor)
+		row("Latency floor p50 / p95 / p99, ms", setting, fmt.Sprintf("%.1f / %.1f / %.1f", median(s.p50), median(s.p95), median(s.p99)), n(s.p99), "—", "")
+	}
 
 	bs := median(blg.secs)
 	row(fmt.Sprintf("Backlog drain, s (%s rows)", groupDigits(int64(b.cfg.backlogRows))), fmt.Sprintf("relay defaults; %s events/s", fmtRate(median(blg.rates))),
 		fmt.Sprintf("%.1f", bs), n(blg.secs), "≤ 30 s", verdict(bs <= 30, len(blg.secs) > 0))
-	row("Machine", fmt.Sprintf("%d cores (%s), %s, PostgreSQL %s (fsync on), kfake devbroker", m.cores, m.cpu, m.goVer, m.pgVer), m.date, "", "", "")
+	row("Machine", fmt.Sprintf("%d cores (%s), %s, PostgreSQL %s (fsync on), kfake devbroker; load average %s at the start", m.cores, m.cpu, m.goVer, m.pgVer, m.load), m.date, "", "", "")
 	return sb.String()
 }
 
-func (b *bench) writeReport(table string, ing ingestResults, rel relayResults, lat latencyResults, blg backlogResults) {
+func (b *bench) writeReport(table, targets string, r *results) {
+	ing, rel, blg := r.ing, r.rel, r.blg
 	path := os.Getenv("BENCH_REPORT")
 	if path == "" {
 		path = filepath.Join(moduleRoot(), "bench-report.md")
@@ -111,38 +126,70 @@ func (b *bench) writeReport(table string, ing ingestResults, rel relayResults, l
 	fmt.Fprintf(&sb, "# Benchmark report\n\nWritten by `make bench` (scripts/bench.sh → scripts/bench) on %s; overwritten by each run. Total time %s.\n\n",
 		time.Now().UTC().Format(time.RFC3339), time.Since(b.start).Round(time.Second))
 	sb.WriteString(table)
+	sb.WriteString("\n## Targets against the ceilings of this run\n\n")
+	sb.WriteString(targets)
+	sb.WriteString("\n## Latency budget\n\n")
+	sb.WriteString(budgetTable(r.lat.series))
 	sb.WriteString("\n## How each figure is taken\n\n")
 	fmt.Fprintf(&sb, "- **Ingest**: %s passports pre-filled on a 3-partition input topic; each run starts bin/ingestor with a new consumer group on a fresh, migrated database. "+
 		"Rate = passports committed from the first offset commit to the end of every partition ÷ that time (process start and group join excluded; the default runs took %s from process start to the end). "+
 		"INGEST_BATCH_SIZE=1 runs stop after %s past the first commit and take the rate over what was committed by then%s. The ratio is taken per run (default and per-message back to back), then the median of the ratios.\n",
 		groupDigits(int64(b.cfg.ingestN)), durList(ing.toEnd), b.cfg.perMessageCap, strings.Join(uniq(ing.partial), ";"))
+	fmt.Fprintf(&sb, "- **Ingest ceiling**: the same %s passports written by the bench itself into a fresh database of the same cluster with the same migrations: per 1,000 passports, parse and render the payloads (pkg/passport), COPY the passports and their 2 outbox rows each into temporary tables, `INSERT … SELECT … ON CONFLICT` into route_passports and route_passport_outbox (the service's upsert and insert-if-absent), NOTIFY, commit; two connections. Rate = passports ÷ time from the first transaction to the last commit.\n",
+		groupDigits(int64(r.ingCeil.n)))
 	fmt.Fprintf(&sb, "- **Relay**: a file-level copy of a database the ingestor filled in the ingest phase (%s PENDING rows, real payloads); bin/outbox-relay publishes to the dev broker; rate = published rows (the relay's route_passport_outbox_published_total) from the first to the last ÷ that time; PUBLISHED is then checked in SQL.\n",
 		groupDigits(int64(rel.rows)))
-	fmt.Fprintf(&sb, "- **Latency**: both binaries running on a fresh database; a producer sends valid passports at a steady rate, noting each send time by routeId; a consumer on both output topics takes receive time − send time for each output record (two per passport). Percentiles over every output record of the run (samples per run: %v; missing outputs per run: %v; max ms per run: %v).\n",
-		lat.samples, lat.missing, roundAll(lat.max))
+	fmt.Fprintf(&sb, "- **Relay ceiling**: the %s records the relay would publish for the ingest phase's passports (keys, headers and topics built as the ingestor builds the outbox rows, payloads passed through jsonb as the relay reads them back), produced by a producer with the relay's settings to the same broker in chunks of %s, %d chunks in flight; rate = records ÷ time from the first produce to the last delivery report. The same records are then produced in the relay's shape (its batch size per ProduceBatch, its worker count in flight), for comparison only.\n",
+		groupDigits(int64(r.relCeil.n)), groupDigits(ceilingRelayChunk), ceilingRelayInFlight)
+	var samples, missing []int
+	var maxes []float64
+	for _, s := range r.lat.series {
+		samples, missing, maxes = append(samples, s.samples...), append(missing, s.missing...), append(maxes, s.max...)
+	}
+	fmt.Fprintf(&sb, "- **Latency**: at each rate of %v, both binaries running on a fresh database and topics; after one warm-up passport through the whole path (its outputs awaited, not counted), a producer sends valid passports at a steady rate, noting each send time by routeId; a consumer on both output topics takes receive time − send time for each output record (two per passport). Percentiles over every output record of the run (samples per run: %v; missing outputs per run: %v; max ms per run: %v).\n",
+		b.cfg.e2eRates, samples, missing, roundAll(maxes))
+	fmt.Fprintf(&sb, "- **Floor**: the same producer and output consumer, with the service replaced by a consumer with the ingestor's settings that hands what it polled at once to a producer with the relay's settings (two records per input); %s per rate.\n", b.cfg.floorFor)
 	fmt.Fprintf(&sb, "- **Backlog**: the ingest database grown by SQL to %s outbox rows (copies of the real passports and payloads with new ids; built in %s), copied per run; time from relay process start until every row is published.\n",
 		groupDigits(int64(blg.rows)), blg.build.Round(time.Second))
-	for _, l := range lat.slow {
-		fmt.Fprintf(&sb, "  - latency %s\n", l)
+	for _, s := range r.lat.series {
+		for _, l := range s.slow {
+			fmt.Fprintf(&sb, "  - latency %s\n", l)
+		}
 	}
 	sb.WriteString("- Each figure is the median of the runs counted in the table (≥ 3 when the time budget allows). Targets are reported, never enforced.\n")
+	sb.WriteString("\n### The bench's own Kafka clients\n\n")
+	for _, c := range clientSettings() {
+		sb.WriteString("- " + c + "\n")
+	}
 
 	sb.WriteString("\n## Per run\n\n")
-	fmt.Fprintf(&sb, "- ingest default: %s passports/s\n- ingest INGEST_BATCH_SIZE=1: %s passports/s\n- ingest ratio: %s\n", rates(ing.def), rates(ing.one), ratiosStr(ing.ratios))
-	fmt.Fprintf(&sb, "- relay seed: %s events/s\n- relay default: %s events/s\n- relay ratio: %s\n", rates(rel.seed), rates(rel.def), ratiosStr(rel.ratios))
-	fmt.Fprintf(&sb, "- latency p50/p95/p99 ms: %v / %v / %v\n", roundAll(lat.p50), roundAll(lat.p95), roundAll(lat.p99))
+	fmt.Fprintf(&sb, "- ingest default: %s passports/s\n- ingest INGEST_BATCH_SIZE=1: %s passports/s\n- ingest ratio: %s\n- ingest ceiling: %s passports/s\n",
+		rates(ing.def), rates(ing.one), ratiosStr(ing.ratios), rates(r.ingCeil.rates))
+	fmt.Fprintf(&sb, "- relay seed: %s events/s\n- relay default: %s events/s\n- relay ratio: %s\n- relay ceiling: %s records/s (in the relay's shape: %s)\n",
+		rates(rel.seed), rates(rel.def), ratiosStr(rel.ratios), rates(r.relCeil.rates), rates(r.relCeil.shaped))
+	for _, s := range r.lat.series {
+		fmt.Fprintf(&sb, "- latency at %s/s p50/p95/p99 ms: %v / %v / %v\n", groupDigits(int64(s.rate)), roundAll(s.p50), roundAll(s.p95), roundAll(s.p99))
+	}
+	for _, s := range r.floor.series {
+		fmt.Fprintf(&sb, "- floor at %s/s p50/p95/p99 ms: %v / %v / %v\n", groupDigits(int64(s.rate)), roundAll(s.p50), roundAll(s.p95), roundAll(s.p99))
+	}
 	fmt.Fprintf(&sb, "- backlog drain s: %v (events/s %s)\n", roundAll(blg.secs), rates(blg.rates))
 
-	sb.WriteString("\n## What the machine was doing\n\nCPU in cores (CPU seconds ÷ wall seconds) of the service process, of the PostgreSQL processes serving the cluster, and of the whole machine (busy share of all cores; “rest” = busy cores not used by the service or PostgreSQL: the dev broker, the benchmark's own producer/consumer, and any other load on the machine, which skews the figures); PostgreSQL wait events sampled every 100 ms from pg_stat_activity (active backends only; `CPU` = no wait event).\n\n")
+	sb.WriteString("\n## What the machine was doing\n\nCPU in cores (CPU seconds ÷ wall seconds) of the service process, of the PostgreSQL processes serving the cluster, and of the whole machine (busy share of all cores; “rest” = busy cores not used by the service or PostgreSQL: the dev broker, the benchmark's own producer/consumer — and, in the ceilings, the bench's writer or producer itself — and any other load on the machine, which skews the figures); PostgreSQL wait events sampled every 100 ms from pg_stat_activity (active backends only; `CPU` = no wait event).\n\n")
 	sb.WriteString("| Phase | Service CPU | PostgreSQL CPU | Machine busy | Rest of the machine | Top wait events |\n|---|---:|---:|---:|---:|---|\n")
-	for _, ph := range []struct {
+	type phaseObs struct {
 		name string
 		obs  []observation
-	}{
-		{"ingest default", ing.obsDef}, {"ingest INGEST_BATCH_SIZE=1", ing.obsOne},
-		{"relay seed", rel.obsSeed}, {"relay default", rel.obsDef},
-		{"latency (ingestor + relay)", lat.obs}, {"backlog drain", blg.obs},
-	} {
+	}
+	all := []phaseObs{
+		{"ingest default", ing.obsDef}, {"ingest INGEST_BATCH_SIZE=1", ing.obsOne}, {"ingest ceiling (DB-only writer)", r.ingCeil.obs},
+		{"relay seed", rel.obsSeed}, {"relay default", rel.obsDef}, {"relay ceiling (raw producer)", r.relCeil.obs},
+	}
+	for _, s := range r.lat.series {
+		all = append(all, phaseObs{fmt.Sprintf("latency at %s/s (ingestor + relay)", groupDigits(int64(s.rate))), s.obs})
+	}
+	all = append(all, phaseObs{"backlog drain", blg.obs})
+	for _, ph := range all {
 		if len(ph.obs) == 0 {
 			continue
 		}
@@ -150,7 +197,7 @@ func (b *bench) writeReport(table string, ing ingestResults, rel relayResults, l
 		fmt.Fprintf(&sb, "| %s | %s | %.2f | %.0f %% | %.2f | %s |\n", ph.name, o.procCPU(), o.pgCores, 100*o.machineBusy, o.rest(), o.topWaits(5))
 	}
 	var errs []string
-	for _, e := range [][]string{ing.errs, rel.errs, lat.errs, blg.errs} {
+	for _, e := range [][]string{ing.errs, r.ingCeil.errs, rel.errs, r.relCeil.errs, r.lat.errs, r.floor.errs, blg.errs} {
 		errs = append(errs, e...)
 	}
 	if len(errs)+len(b.notes) > 0 {

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+// A frozen broker (SIGSTOP: connections open, nothing answers) turns the
+// ingestor's /readyz non-200 within a few seconds, and ready again within
+// about a second of the thaw (the Kafka probe runs every second). The
+// stage histogram is exported.
+func TestFrozenBrokerIsReflectedInReadiness(t *testing.T) {
+	t.Parallel()
+	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 1})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	env := []string{
+		"DATABASE_URL=" + testenv.DatabaseURL(t),
+		"KAFKA_BOOTSTRAP_SERVERS=" + broker.Addr(),
+		"HTTP_ADDR=" + addr,
+		"LOG_LEVEL=warn",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr testenv.SyncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, env, io.Discard, &stderr) }()
+	t.Cleanup(cancel)
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	require.Eventually(t, func() bool { c, _ := get("/readyz"); return c == 200 }, 60*time.Second, 50*time.Millisecond,
+		"ready with PostgreSQL and the broker up")
+	_, metrics := get("/metrics")
+	require.Contains(t, metrics, "route_passport_stage_seconds", "the stage histogram is exported")
+
+	broker.Pause(t)
+	frozen := time.Now()
+	require.Eventually(t, func() bool { c, _ := get("/readyz"); return c != 200 }, 20*time.Second, 20*time.Millisecond,
+		"not ready while the broker is frozen")
+	notReady := time.Since(frozen)
+	time.Sleep(3 * time.Second)
+	broker.Resume(t)
+	thawed := time.Now()
+	require.Eventually(t, func() bool { c, _ := get("/readyz"); return c == 200 }, 30*time.Second, 20*time.Millisecond)
+	ready := time.Since(thawed)
+	t.Logf("figures: broker frozen: ingestor not ready %.2fs after the freeze, ready %.2fs after the thaw", notReady.Seconds(), ready.Seconds())
+	require.Less(t, notReady, 5*time.Second)
+	require.LessOrEqual(t, ready, 2*time.Second)
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("ingestor did not stop within 30 s of cancellation")
+	}
+	require.False(t, strings.Contains(stderr.String(), "panic"))
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+// With OTEL_EXPORTER_OTLP_ENDPOINT set, the ingestor's spans of a passport
+// whose input carries a traceparent reach a real OTLP/HTTP endpoint (flushed
+// at shutdown) in the input's trace, and the outbox rows carry the
+// per-record span's context. Not parallel: the OTel exporter reads the
+// process environment.
+func TestTracesReachAnOTLPEndpointInTheInputsTrace(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		names = map[string][][]byte{} // span name → span ids
+		byID  = map[string][]byte{}   // span id (hex) → parent span id
+		trace = map[string][]byte{}   // span id (hex) → trace id
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req collectortrace.ExportTraceServiceRequest
+		if err := proto.Unmarshal(body, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					names[s.Name] = append(names[s.Name], s.SpanId)
+					byID[hex.EncodeToString(s.SpanId)] = s.ParentSpanId
+					trace[hex.EncodeToString(s.SpanId)] = s.TraceId
+				}
+			}
+		}
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		b, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
+		_, _ = w.Write(b)
+	}))
+	defer srv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+
+	bootstrap := testenv.KafkaBootstrap(t)
+	topic := testenv.Topic(t, "trace-in", 1)
+	dbURL := testenv.DatabaseURL(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	env := []string{
+		"DATABASE_URL=" + dbURL,
+		"KAFKA_BOOTSTRAP_SERVERS=" + bootstrap,
+		"HTTP_ADDR=" + addr,
+		"TOPIC_INPUT=" + topic,
+		"TOPIC_INPUT_DLQ=" + testenv.Topic(t, "trace-dlq", 1),
+		"KAFKA_CONSUMER_GROUP=trace-test",
+		"LOG_LEVEL=warn",
+	}
+	value, err := os.ReadFile(filepath.Join("..", "..", "testdata", "contract", "valid-polygon.json"))
+	require.NoError(t, err)
+	const input = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	testenv.Produce(t, bootstrap, topic, testenv.Record{Key: []byte("k"), Value: value,
+		Headers: []testenv.Header{{Key: "traceparent", Value: []byte(input)}}})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, env, io.Discard, io.Discard) }()
+
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var headers []string
+	require.Eventually(t, func() bool {
+		rows, err := conn.Query(context.Background(), "select coalesce(headers->>'traceparent', '') from route_passport_outbox")
+		if err != nil {
+			return false
+		}
+		headers, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err == nil && len(headers) == 2
+	}, 60*time.Second, 100*time.Millisecond, "the passport's outbox rows are written")
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("ingestor did not stop within 30 s")
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, names["ingest record"], 1, "spans flushed at shutdown: %v", names)
+	rec := hex.EncodeToString(names["ingest record"][0])
+	require.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", hex.EncodeToString(trace[rec]), "record span in the input's trace")
+	require.Equal(t, "00f067aa0ba902b7", hex.EncodeToString(byID[rec]), "the input's traceparent is the record span's parent")
+	require.NotEmpty(t, names["ingest batch"])
+	require.NotEmpty(t, names["ingest write"])
+	for _, h := range headers {
+		require.Equal(t, "00-4bf92f3577b34da6a3ce929d0e0e4736-"+rec+"-01", h, "outbox traceparent is the record span")
+	}
+}

@@ -1,0 +1,247 @@
+package ingest_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/ingest"
+	"github.com/pcp/route-processing/pkg/kafkax"
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+// These tests are the ingestor's part of issue 11 on a real PostgreSQL and
+// broker: a hung database call must not hang the ingestor nor its
+// readiness, a timeout is an outage (never a dead letter), and after an
+// outage it writes again within a probe tick of the database's return.
+
+// A write blocked by a lock the test holds: with the default bound
+// (INGEST_DB_TIMEOUT derived from the batch size, 3s at 500) the ingestor is
+// not ready within a few seconds, dead-letters nothing, and writes
+// everything once the lock is gone.
+func TestLockedWriteIsAnOutageWithinSeconds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1, "")
+	ctx := context.Background()
+	admin := adminConn(t, b.dbURL)
+	// The default backoff cap, so that the recovery cannot come from a
+	// short backoff.
+	r := b.start(t, func(c *ingest.Config) { c.MaxBackoff = 30 * time.Second })
+
+	recs, _ := validRecords(t, 10)
+	all := testenv.Produce(t, b.bootstrap, b.topic, recs...)
+	b.waitCommitted(t, endOffsets(all), 60*time.Second)
+	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
+
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "lock table route_passports in access exclusive mode")
+	require.NoError(t, err)
+	recs, _ = validRecords(t, 10)
+	locked := time.Now()
+	all = append(all, testenv.Produce(t, b.bootstrap, b.topic, recs...)...)
+	require.Eventually(t, func() bool { return r.readyz(t) != http.StatusOK }, 15*time.Second, 50*time.Millisecond,
+		"a write hanging on a lock is reported")
+	notReady := time.Since(locked)
+	time.Sleep(4 * time.Second) // a few timeouts and retries
+	require.NoError(t, tx.Rollback(ctx))
+	released := time.Now()
+	b.waitCommitted(t, endOffsets(all), 60*time.Second)
+	written := time.Since(released)
+	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
+	t.Logf("figures: locked write: not ready %.2fs after the records arrived (db timeout %s); written %.2fs after the lock was released; dlq 0",
+		notReady.Seconds(), ingest.DBTimeoutFor(500), written.Seconds())
+	require.Less(t, notReady, 8*time.Second, "not ready within a few seconds")
+	require.NoError(t, r.stop(t))
+	require.Equal(t, 20, b.count(t, "select count(*) from route_passports"))
+	require.Empty(t, testenv.ReadAll(t, b.bootstrap, b.dlqTopic), "a timeout is an outage, never a rejection")
+}
+
+// A blackholed PostgreSQL link (bytes held, no RST) while passports stream
+// in: with a database call bound far longer than the test, /readyz goes
+// non-200 within a few seconds (a call outstanding 1s triggers a ping,
+// which fails), nothing is dead-lettered, and everything is written after
+// the link comes back.
+func TestBlackholedDatabaseLinkIsNotReadyWithinSeconds(t *testing.T) {
+	t.Parallel()
+	direct := testenv.DatabaseURL(t)
+	px := newBlackholeProxy(t, direct)
+	b := setup(t, 1, px.url)
+	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = time.Minute; c.MaxBackoff = 30 * time.Second })
+
+	var all []testenv.Record
+	produce := func(n int) {
+		recs, _ := validRecords(t, n)
+		all = append(all, testenv.Produce(t, b.bootstrap, b.topic, recs...)...)
+	}
+	produce(10)
+	b.waitCommitted(t, endOffsets(all), 60*time.Second)
+	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
+
+	px.freeze()
+	frozen := time.Now()
+	var notReady time.Duration
+	for time.Since(frozen) < 10*time.Second {
+		produce(5)
+		if r.readyz(t) != http.StatusOK && notReady == 0 {
+			notReady = time.Since(frozen)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	require.NotZero(t, notReady, "/readyz answered 200 throughout a 10s blackhole")
+	committedDuring := b.committed(t)
+	px.thaw()
+	thawed := time.Now()
+	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 60*time.Second, 50*time.Millisecond)
+	ready := time.Since(thawed)
+	b.waitCommitted(t, endOffsets(all), 90*time.Second)
+	t.Logf("figures: database blackhole 10s: not ready %.2fs after it began; ready %.2fs and all committed %.2fs after it ended; produced %d; dlq 0",
+		notReady.Seconds(), ready.Seconds(), time.Since(thawed).Seconds(), len(all))
+	require.Less(t, notReady, 5*time.Second, "not ready within a few seconds of the blackhole")
+	require.NoError(t, r.stop(t))
+	require.Empty(t, testenv.ReadAll(t, b.bootstrap, b.dlqTopic), "nothing dead-lettered")
+	require.Equal(t, len(all), b.count(t, "select count(*) from route_passports"))
+	for p, o := range committedDuring {
+		require.LessOrEqual(t, o, endOffsets(all)[p])
+	}
+}
+
+// blackholeProxy forwards TCP to PostgreSQL and can hold every byte in
+// both directions without closing anything (a half-open link).
+type blackholeProxy struct {
+	url    string
+	mu     sync.Mutex
+	frozen bool
+	cond   *sync.Cond
+}
+
+func newBlackholeProxy(t *testing.T, target string) *blackholeProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	upstream := u.Host
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	u.Host = ln.Addr().String()
+	p := &blackholeProxy{url: u.String()}
+	p.cond = sync.NewCond(&p.mu)
+	t.Cleanup(p.thaw)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c, upstream)
+		}
+	}()
+	return p
+}
+
+func (p *blackholeProxy) serve(c net.Conn, upstream string) {
+	defer c.Close()
+	s, err := net.Dial("tcp", upstream)
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	done := make(chan struct{}, 2)
+	go func() { p.pipe(s, c); done <- struct{}{} }()
+	go func() { p.pipe(c, s); done <- struct{}{} }()
+	<-done
+}
+
+// pipe copies src to dst, holding each chunk while the proxy is frozen.
+func (p *blackholeProxy) pipe(dst io.Writer, src io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		p.mu.Lock()
+		for p.frozen {
+			p.cond.Wait()
+		}
+		p.mu.Unlock()
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *blackholeProxy) freeze() { p.set(true) }
+func (p *blackholeProxy) thaw()   { p.set(false) }
+
+func (p *blackholeProxy) set(frozen bool) {
+	p.mu.Lock()
+	p.frozen = frozen
+	p.mu.Unlock()
+	p.cond.Broadcast()
+}
+
+// A frozen DLQ broker (SIGSTOP: connections open, nothing answers) while
+// invalid records arrive: not ready within a few seconds (a produce
+// outstanding 1s triggers a metadata probe, which fails), nothing
+// committed that was not dead-lettered, and dead-lettering resumes within
+// a probe tick of the thaw although the retry backoff may be at 30s.
+func TestFrozenDLQBrokerRecoversWithinSeconds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1, "")
+	dlqBroker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 1})
+	b.dlqTopic = testenv.CreateTopic(t, dlqBroker.Addr(), "ingest-dlq", 1)
+	p, err := kafkax.NewProducer(b.logger, kafkax.ProducerConfig{
+		ClientConfig:    kafkax.ClientConfig{BootstrapServers: dlqBroker.Addr(), ClientID: "ingest-test-dlq"},
+		DeliveryTimeout: 3 * time.Second,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close(5 * time.Second) })
+	b.producer = p
+	r := b.start(t, func(c *ingest.Config) { c.MaxBackoff = 30 * time.Second })
+
+	bad := func(n int) []testenv.Record {
+		out := make([]testenv.Record, n)
+		for i := range out {
+			out[i] = testenv.Record{Key: []byte("bad"), Value: []byte("{")}
+		}
+		return out
+	}
+	all := testenv.Produce(t, b.bootstrap, b.topic, bad(3)...)
+	b.waitCommitted(t, endOffsets(all), 60*time.Second)
+	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
+
+	dlqBroker.Pause(t)
+	frozen := time.Now()
+	all = append(all, testenv.Produce(t, b.bootstrap, b.topic, bad(5)...)...)
+	require.Eventually(t, func() bool { return r.readyz(t) != http.StatusOK }, 15*time.Second, 20*time.Millisecond,
+		"a hung DLQ is reported")
+	notReady := time.Since(frozen)
+	// Several delivery timeouts, so that the retry backoff grows.
+	for time.Since(frozen) < 12*time.Second {
+		require.NotEqual(t, http.StatusOK, r.readyz(t), "ready while the DLQ is frozen")
+		time.Sleep(200 * time.Millisecond)
+	}
+	committedDuring := b.committed(t)
+	dlqBroker.Resume(t)
+	thawed := time.Now()
+	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 60*time.Second, 20*time.Millisecond)
+	ready := time.Since(thawed)
+	b.waitCommitted(t, endOffsets(all), 60*time.Second)
+	t.Logf("figures: DLQ broker frozen 12s: not ready %.2fs after the freeze; ready %.2fs and all committed %.2fs after the thaw",
+		notReady.Seconds(), ready.Seconds(), time.Since(thawed).Seconds())
+	require.Less(t, notReady, 5*time.Second)
+	require.LessOrEqual(t, ready, 2*time.Second, "dead-lettering within 2s of the thaw")
+	require.NoError(t, r.stop(t))
+	require.LessOrEqual(t, committedDuring[0], endOffsets(all[:3])[0], "nothing committed during the freeze that was not dead-lettered")
+	require.GreaterOrEqual(t, len(testenv.ReadAll(t, dlqBroker.Addr(), b.dlqTopic)), 8, "every invalid record dead-lettered (at least once)")
+}

@@ -1,0 +1,225 @@
+//go:build soak
+
+package soak
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pcp/route-processing/pkg/e2e"
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// benchIngestRate is the default ingest rate of bench-report.md (passports/s
+// with INGEST_BATCH_SIZE=500 on this machine); the soak runs at half of it.
+const benchIngestRate = 6503
+
+// settings are the soak's knobs, read once from the environment.
+type settings struct {
+	rate       int
+	duration   time.Duration
+	retention  time.Duration
+	hold       time.Duration
+	holdStart  time.Duration
+	report     string
+	relayEnv   []string
+	sampleStep time.Duration
+}
+
+func loadSettings(t testing.TB) settings {
+	s := settings{
+		rate:       envInt(t, "SOAK_RATE", benchIngestRate/2),
+		duration:   time.Duration(envFloat(t, "SOAK_MINUTES", 30) * float64(time.Minute)),
+		retention:  envDur(t, "SOAK_RETENTION", 2*time.Minute),
+		hold:       envDur(t, "SOAK_HOLD", 5*time.Minute),
+		report:     os.Getenv("SOAK_REPORT"),
+		relayEnv:   strings.Fields(os.Getenv("SOAK_RELAY_ENV")),
+		sampleStep: envDur(t, "SOAK_SAMPLE", 10*time.Second),
+	}
+	s.holdStart = envDur(t, "SOAK_HOLD_START", (s.duration-s.hold)/2)
+	if s.report == "" {
+		s.report = filepath.Join(moduleRoot(t), "soak-report.md")
+	}
+	if s.hold > 0 && s.holdStart+s.hold > s.duration {
+		t.Fatalf("soak: the hold (%s from %s) ends after the run (%s)", s.hold, s.holdStart, s.duration)
+	}
+	return s
+}
+
+// rig is what every soak phase shares: the built binaries, the cluster, the
+// broker and an admin client of each.
+type rig struct {
+	t         *testing.T
+	bins      e2e.Binaries
+	pg        *testenv.PostgresCluster
+	admin     *pgxpool.Pool
+	broker    *testenv.BrokerProcess
+	bootstrap string
+	adm       *kadm.Client
+}
+
+// newRig builds the binaries and starts PostgreSQL (fsync on, default
+// autovacuum; pg_stat_statements for the claim time; extra settings from
+// pgSettings) and the dev broker.
+func newRig(t *testing.T, pgSettings map[string]string) *rig {
+	r := &rig{t: t}
+	say("soak: building the binaries, starting PostgreSQL (fsync on) and the dev broker ...")
+	r.bins = e2e.BuildBinaries(t, t.TempDir())
+	conf := map[string]string{
+		"shared_preload_libraries": "'pg_stat_statements'",
+		"track_io_timing":          "on",
+	}
+	for k, v := range pgSettings {
+		conf[k] = v
+	}
+	// SOAK_PG_SETTINGS: server settings to try (space-separated name=value,
+	// e.g. autovacuum_naptime=10s); the default is PostgreSQL's own.
+	for _, kv := range strings.Fields(os.Getenv("SOAK_PG_SETTINGS")) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			t.Fatalf("soak: SOAK_PG_SETTINGS: %q is not name=value", kv)
+		}
+		conf[k] = "'" + v + "'"
+	}
+	r.pg = testenv.NewPostgresCluster(t, testenv.PostgresOptions{Fsync: true, Settings: conf})
+	admin, err := pgxpool.New(context.Background(), r.pg.URL("postgres"))
+	if err != nil {
+		t.Fatalf("soak: admin pool: %v", err)
+	}
+	t.Cleanup(admin.Close)
+	r.admin = admin
+	r.broker = testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 3})
+	r.bootstrap = r.broker.Addr()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.bootstrap))
+	if err != nil {
+		t.Fatalf("soak: kafka client: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	r.adm = kadm.NewClient(cl)
+	return r
+}
+
+// database creates a migrated database with pg_stat_statements and returns
+// its URL.
+func (r *rig) database(name string) string {
+	url := r.pg.CreateDatabase(r.t, name, true)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		r.t.Fatalf("soak: pool: %v", err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `create extension if not exists pg_stat_statements`); err != nil {
+		r.t.Fatalf("soak: pg_stat_statements: %v", err)
+	}
+	return url
+}
+
+func (r *rig) createTopic(name string, partitions int32) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		resp, err := r.adm.CreateTopic(ctx, partitions, -1, nil, name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err == nil || strings.Contains(err.Error(), "TOPIC_ALREADY_EXISTS") {
+			return name
+		}
+		if ctx.Err() != nil {
+			r.t.Fatalf("soak: create topic %s: %v", name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (r *rig) serviceEnv(dbURL string, tp topics) []string {
+	return []string{
+		"DATABASE_URL=" + dbURL,
+		"KAFKA_BOOTSTRAP_SERVERS=" + r.bootstrap,
+		"TOPIC_INPUT=" + tp.input,
+		"TOPIC_INPUT_DLQ=" + tp.dlq,
+		"TOPIC_PROCESSED_ROUTE=" + tp.out1,
+		"TOPIC_ROUTE_GEOREFERENCE=" + tp.out2,
+		"KAFKA_CONSUMER_GROUP=" + tp.group,
+		"LOG_LEVEL=info",
+	}
+}
+
+type topics struct{ input, dlq, out1, out2, group string }
+
+func (r *rig) topics(prefix string) topics {
+	return topics{
+		input: r.createTopic(prefix+".input", 3),
+		dlq:   r.createTopic(prefix+".dlq", 3),
+		out1:  r.createTopic(prefix+".route-in", 3),
+		out2:  r.createTopic(prefix+".georef", 3),
+		group: prefix + "-ingestor",
+	}
+}
+
+func say(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, time.Now().UTC().Format("15:04:05 ")+format+"\n", args...)
+}
+
+func envInt(t testing.TB, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(strings.ReplaceAll(v, "_", ""))
+	if err != nil {
+		t.Fatalf("soak: %s: %q is not an integer", name, v)
+	}
+	return n
+}
+
+func envFloat(t testing.TB, name string, def float64) float64 {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		t.Fatalf("soak: %s: %q is not a number", name, v)
+	}
+	return f
+}
+
+func envDur(t testing.TB, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("soak: %s: %q is not a duration", name, v)
+	}
+	return d
+}
+
+func moduleRoot(t testing.TB) string {
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("soak: %v", err)
+	}
+	for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+	}
+	return dir
+}

@@ -1,0 +1,165 @@
+//go:build soak
+
+package soak
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/pcp/route-processing/pkg/e2e"
+)
+
+// sample is one row of the CSV: what the 10-second window ending at T looked
+// like. Sizes are bytes, CPU is in cores over the window.
+type sample struct {
+	T        time.Duration // since the load started
+	Hold     bool          // the snapshot was held during (part of) the window
+	Outputs  int64         // output records that arrived in the window
+	P50, P99 float64       // ms, of those outputs
+	InRate   float64       // passports/s acknowledged by the broker
+	OutRate  float64       // events/s published (relay counter)
+
+	InputLag      int64   // records produced, not committed by the ingestor
+	Pending       int64   // PENDING rows
+	OldestPending float64 // s, age of the oldest PENDING row
+
+	Heap, Index, Toast int64 // outbox heap, its indexes, its TOAST table + index
+	Live, Dead         int64 // heap tuples (statistics)
+	ToastDead          int64
+	Autovacuums        int64 // cumulative runs on the heap and the TOAST table
+	AutovacuumActive   int64 // autovacuum workers running now (any table)
+	Deleted            int64 // cumulative rows deleted (the retention sweep)
+	WAL                int64 // bytes written in the window
+
+	Claims      int64   // claim statements in the window
+	ClaimMs     float64 // their mean execution time
+	SnapshotAge float64 // s, the oldest open transaction holding a snapshot
+
+	CPUIngestor, CPURelay, CPUPostgres, MachineBusy float64
+}
+
+// Total is the outbox's whole size.
+func (s sample) Total() int64 { return s.Heap + s.Index + s.Toast }
+
+// sampler reads the database, the broker, the processes and the load every
+// step.
+type sampler struct {
+	conn     *pgx.Conn
+	adm      *kadm.Client
+	tp       topics
+	ingestor *e2e.Proc
+	relay    *e2e.Proc
+	pgPID    int // the postmaster
+	load     *load
+
+	// previous cumulative readings
+	prevAt                 time.Time
+	prevWAL, prevPublished float64
+	prevProduced           int64
+	prevClaims             int64
+	prevClaimMs            float64
+	prevCPU                [3]float64
+	prevBusy, prevTotal    float64
+}
+
+func newSampler(ctx context.Context, dbURL string, adm *kadm.Client, tp topics, ing, rel *e2e.Proc, l *load) (*sampler, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("sampler: connect: %w", err)
+	}
+	s := &sampler{conn: conn, adm: adm, tp: tp, ingestor: ing, relay: rel, load: l}
+	var backend int
+	if err := conn.QueryRow(ctx, `select pg_backend_pid()`).Scan(&backend); err != nil {
+		return nil, fmt.Errorf("sampler: backend pid: %w", err)
+	}
+	s.pgPID = parentPID(backend)
+	s.read(ctx, 0) // sets the previous readings
+	return s, nil
+}
+
+func (s *sampler) close() { _ = s.conn.Close(context.Background()) }
+
+const outboxSQL = `
+select pg_relation_size(c.oid),
+       pg_indexes_size(c.oid),
+       coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0),
+       coalesce(st.n_live_tup, 0), coalesce(st.n_dead_tup, 0), coalesce(tt.n_dead_tup, 0),
+       coalesce(st.autovacuum_count, 0) + coalesce(tt.autovacuum_count, 0),
+       coalesce(st.n_tup_del, 0),
+       (pg_current_wal_lsn() - '0/0'::pg_lsn)::float8,
+       (select count(*) from pg_stat_activity where backend_type = 'autovacuum worker'),
+       coalesce((select extract(epoch from now() - min(xact_start))::float8 from pg_stat_activity
+                 where backend_xmin is not null and pid <> pg_backend_pid()), 0)
+from pg_class c
+left join pg_stat_all_tables st on st.relid = c.oid
+left join pg_stat_all_tables tt on tt.relid = c.reltoastrelid
+where c.oid = 'route_passport_outbox'::regclass`
+
+const pendingSQL = `
+select count(*), coalesce(extract(epoch from now() - min(created_at))::float8, 0)
+from route_passport_outbox where status = 'PENDING'`
+
+// claimStatsSQL finds the relay's claim statement (store.claimSQL) in
+// pg_stat_statements.
+const claimStatsSQL = `
+select coalesce(sum(calls), 0)::bigint, coalesce(sum(total_exec_time), 0)::float8
+from pg_stat_statements where query like '%with due as (%for update skip locked%'`
+
+// read takes one sample; w is the index of the window that just ended.
+func (s *sampler) read(ctx context.Context, w int) (sample, []error) {
+	var out sample
+	var errs []error
+	note := func(what string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
+		}
+	}
+	now := time.Now()
+	qctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+	defer cancel()
+	var wal float64
+	note("outbox size", s.conn.QueryRow(qctx, outboxSQL).Scan(&out.Heap, &out.Index, &out.Toast,
+		&out.Live, &out.Dead, &out.ToastDead, &out.Autovacuums, &out.Deleted, &wal, &out.AutovacuumActive, &out.SnapshotAge))
+	note("pending", s.conn.QueryRow(qctx, pendingSQL).Scan(&out.Pending, &out.OldestPending))
+	var claims int64
+	var claimMs float64
+	note("claim stats", s.conn.QueryRow(qctx, claimStatsSQL).Scan(&claims, &claimMs))
+	ends, err1 := s.adm.ListEndOffsets(qctx, s.tp.input)
+	offs, err2 := s.adm.FetchOffsets(qctx, s.tp.group)
+	if err1 == nil && err2 == nil {
+		ends.Each(func(o kadm.ListedOffset) {
+			c, _ := offs.Lookup(s.tp.input, o.Partition)
+			out.InputLag += o.Offset - max(c.At, 0)
+		})
+	}
+	published, _ := s.relay.Metric("route_passport_outbox_published_total")
+	cpu := [3]float64{procCPU(s.ingestor.PID(), false), procCPU(s.relay.PID(), false), postgresCPU(s.pgPID)}
+	busy, total := machineCPU()
+	produced := s.load.produced.Load()
+
+	if !s.prevAt.IsZero() {
+		secs := now.Sub(s.prevAt).Seconds()
+		h := s.load.window(w)
+		out.Outputs, out.P50, out.P99 = h.n, h.quantile(0.50), h.quantile(0.99)
+		out.InRate = float64(produced-s.prevProduced) / secs
+		out.OutRate = (published - s.prevPublished) / secs
+		out.WAL = int64(wal - s.prevWAL)
+		out.Claims = claims - s.prevClaims
+		if out.Claims > 0 {
+			out.ClaimMs = (claimMs - s.prevClaimMs) / float64(out.Claims)
+		}
+		out.CPUIngestor = (cpu[0] - s.prevCPU[0]) / secs
+		out.CPURelay = (cpu[1] - s.prevCPU[1]) / secs
+		out.CPUPostgres = (cpu[2] - s.prevCPU[2]) / secs
+		if total > s.prevTotal {
+			out.MachineBusy = (busy - s.prevBusy) / (total - s.prevTotal)
+		}
+	}
+	s.prevAt, s.prevWAL, s.prevPublished, s.prevProduced = now, wal, published, produced
+	s.prevClaims, s.prevClaimMs, s.prevCPU, s.prevBusy, s.prevTotal = claims, claimMs, cpu, busy, total
+	return out, errs
+}

@@ -1,0 +1,165 @@
+//go:build soak
+
+package soak
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// target is one of issue 12's item-4 targets, judged on a run.
+type target struct {
+	name   string
+	pass   bool
+	judged bool // false: the run cannot say (too short, no hold)
+	detail string
+}
+
+func (x target) verdict() string {
+	switch {
+	case !x.judged:
+		return "N/A"
+	case x.pass:
+		return "PASS"
+	default:
+		return "FAIL"
+	}
+}
+
+// phases are the time ranges the targets compare, clipped to the run: the
+// issue's ranges for a 30-minute run with a centred 5-minute hold, scaled
+// down for the short runs used while tuning.
+type phases struct {
+	baseFrom, baseTo time.Duration // "minutes 2–5", before the hold
+	tailFrom, end    time.Duration // "the last 5 minutes", after the hold
+	sizeRef          time.Duration // after the first full retention cycle
+	holdFrom, holdTo time.Duration
+	settle           time.Duration // after the hold: from here on size must not grow
+}
+
+func phasesOf(r *run) phases {
+	c := r.cfg
+	p := phases{baseFrom: 2 * time.Minute, baseTo: 5 * time.Minute, end: c.duration}
+	p.holdFrom, p.holdTo = c.duration, c.duration
+	if c.hold > 0 {
+		p.holdFrom, p.holdTo = c.holdStart, c.holdStart+c.hold
+	}
+	if p.baseTo > p.holdFrom {
+		p.baseTo = p.holdFrom
+	}
+	if p.baseFrom >= p.baseTo {
+		p.baseFrom = p.baseTo / 3
+	}
+	p.tailFrom = max(c.duration-5*time.Minute, p.holdTo+(c.duration-p.holdTo)/2)
+	// The sweep runs every minute and deletes what is past retention, so a
+	// row lives up to retention + 1 minute; the next sample is the reference.
+	p.sizeRef = c.retention + 2*time.Minute
+	p.settle = p.holdTo + min(5*time.Minute, (c.duration-p.holdTo)/2)
+	return p
+}
+
+// merged is the latency histogram of the windows ending in (from, to].
+func merged(r *run, from, to time.Duration) *hist {
+	h := newHist()
+	for i, s := range r.samples {
+		if s.T > from && s.T <= to {
+			h.merge(r.load.window(i))
+		}
+	}
+	return h
+}
+
+func sampleAt(r *run, t time.Duration) (sample, bool) {
+	for _, s := range r.samples {
+		if s.T >= t {
+			return s, true
+		}
+	}
+	return sample{}, false
+}
+
+func judge(r *run) []target {
+	p := phasesOf(r)
+	var out []target
+	c := r.cfg
+
+	lost := target{name: "nothing lost", judged: true}
+	failed, pending := r.status["FAILED"], r.status["PENDING"]
+	lost.pass = r.missingO == 0 && failed == 0 && pending == 0 && r.load.produceErrs.Load() == 0
+	lost.detail = fmt.Sprintf("%d passports produced, %d outputs received, %d outputs missing (%d passports), %d duplicates; at the end PENDING %d, FAILED %d, PUBLISHED %d",
+		r.load.produced.Load(), r.load.outputs.Load(), r.missingO, r.missingP, r.load.duplicates.Load(), pending, failed, r.status["PUBLISHED"])
+	out = append(out, lost)
+
+	base := merged(r, p.baseFrom, p.baseTo).quantile(0.99)
+	tail := merged(r, p.tailFrom, p.end).quantile(0.99)
+	lat := target{name: "p99 of the last minutes ≤ 1.5 × p99 of minutes 2–5", judged: !math.IsNaN(base) && !math.IsNaN(tail)}
+	lat.pass = tail <= 1.5*base
+	lat.detail = fmt.Sprintf("p99 %s–%s: %.1f ms; p99 %s–%s: %.1f ms (%.2f×)", mmss(p.baseFrom), mmss(p.baseTo), base, mmss(p.tailFrom), mmss(p.end), tail, tail/base)
+	out = append(out, lat)
+
+	size := target{name: "outbox size plateaus (last ≤ 1.3 × after the first retention cycle)"}
+	if ref, ok := sampleAt(r, p.sizeRef); ok && p.sizeRef < p.holdFrom && len(r.samples) > 0 {
+		last := r.samples[len(r.samples)-1]
+		size.judged = true
+		size.pass = float64(last.Total()) <= 1.3*float64(ref.Total())
+		size.detail = fmt.Sprintf("%s at %s, %s at the end (%.2f×)", mb(ref.Total()), mmss(ref.T), mb(last.Total()), float64(last.Total())/float64(ref.Total()))
+	} else {
+		size.detail = fmt.Sprintf("no sample after the first retention cycle (%s) before the hold", mmss(p.sizeRef))
+	}
+	out = append(out, size)
+
+	limit := int64(10 * 2 * c.rate) // 10 s of events
+	var worstP, worstPH int64
+	var worstA, worstAH float64
+	for _, s := range r.samples {
+		worstP, worstA = max(worstP, s.Pending), max(worstA, s.OldestPending)
+		if s.Hold {
+			worstPH, worstAH = max(worstPH, s.Pending), max(worstAH, s.OldestPending)
+		}
+	}
+	bounded := target{name: "pending < 10 s of events and oldest < 10 s, also during the hold", judged: true}
+	bounded.pass = worstP < limit && worstA < 10
+	bounded.detail = fmt.Sprintf("worst pending %d (limit %d), oldest %.1f s; during the hold %d, %.1f s", worstP, limit, worstA, worstPH, worstAH)
+	out = append(out, bounded)
+
+	grow := target{name: "after the hold, size growth stops"}
+	rec := target{name: "after the hold, p99 back to baseline (≤ 1.5 × minutes 2–5) within 5 minutes"}
+	if c.hold > 0 && len(r.samples) > 0 {
+		settle, ok := sampleAt(r, p.settle)
+		if ok {
+			var peak int64
+			for _, s := range r.samples {
+				if s.T > p.settle {
+					peak = max(peak, s.Total())
+				}
+			}
+			grow.judged = peak > 0
+			grow.pass = float64(peak) <= 1.05*float64(settle.Total())
+			grow.detail = fmt.Sprintf("%s at %s; the largest later sample %s (%.2f×)", mb(settle.Total()), mmss(settle.T), mb(peak), float64(peak)/float64(settle.Total()))
+		}
+		back := time.Duration(-1)
+		for t := p.holdTo; t+time.Minute <= p.end; t += c.sampleStep {
+			if q := merged(r, t, t+time.Minute).quantile(0.99); q <= 1.5*base {
+				back = t + time.Minute - p.holdTo
+				break
+			}
+		}
+		rec.judged = !math.IsNaN(base)
+		rec.pass = back >= 0 && back <= 5*time.Minute
+		if back >= 0 {
+			rec.detail = fmt.Sprintf("the first minute with p99 ≤ %.1f ms ends %s after the release", 1.5*base, back)
+		} else {
+			rec.detail = fmt.Sprintf("no minute after the release had p99 ≤ %.1f ms", 1.5*base)
+		}
+	}
+	out = append(out, grow, rec)
+	return out
+}
+
+func mmss(d time.Duration) string {
+	d = d.Round(time.Second)
+	return fmt.Sprintf("%d:%02d", int(d.Minutes()), int(d.Seconds())%60)
+}
+
+func mb(b int64) string { return fmt.Sprintf("%.0f MB", float64(b)/1e6) }
