@@ -40,7 +40,7 @@ func New(logger *slog.Logger, outbox Outbox, pub Publisher, cfg Config) (*Relay,
 	cfg = cfg.WithDefaults()
 	return &Relay{
 		logger: logger.With("component", "relay"),
-		outbox: outbox,
+		outbox: withWatermark(outbox, cfg),
 		pub:    pub,
 		cfg:    cfg,
 		m:      newMetrics(cfg.Registerer),
