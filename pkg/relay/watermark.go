@@ -68,8 +68,9 @@ const watermarkAdvance = time.Second
 type watermarked struct {
 	Outbox
 	b      boundedOutbox
-	margin time.Duration
-	every  time.Duration
+	margin  time.Duration
+	every   time.Duration
+	advance time.Duration
 
 	refresh sync.Mutex // one floor query at a time
 	mu      sync.Mutex // guards the fields below
@@ -84,7 +85,7 @@ func withWatermark(o Outbox, cfg Config) Outbox {
 	if !ok || cfg.ClaimFullScanInterval < 0 {
 		return o
 	}
-	return &watermarked{Outbox: o, b: b, margin: cfg.ClaimWatermarkMargin, every: cfg.ClaimFullScanInterval}
+	return &watermarked{Outbox: o, b: b, margin: cfg.ClaimWatermarkMargin, every: cfg.ClaimFullScanInterval, advance: watermarkAdvance}
 }
 
 // Claim claims from the watermark, refreshing it first when due.
@@ -148,6 +149,6 @@ func (m *watermarked) recompute(ctx context.Context, cur time.Time, full bool) (
 	} else if floor.After(m.w) {
 		m.w = floor
 	}
-	m.nextUp = end.Add(watermarkAdvance)
+	m.nextUp = end.Add(m.advance)
 	return m.w, nil
 }
