@@ -67,7 +67,7 @@ const watermarkAdvance = time.Second
 // watermark; every other method is the wrapped Outbox's.
 type watermarked struct {
 	Outbox
-	b      boundedOutbox
+	b       boundedOutbox
 	margin  time.Duration
 	every   time.Duration
 	advance time.Duration
