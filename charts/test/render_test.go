@@ -364,7 +364,11 @@ func TestDefaultRender(t *testing.T) {
 		require.Equal(t, "500", rel["OUTBOX_BATCH_SIZE"].Value)
 		require.Equal(t, "1s", rel["OUTBOX_POLL_INTERVAL"].Value)
 		require.Equal(t, "30s", rel["OUTBOX_PUBLISH_TIMEOUT"].Value)
-		require.Equal(t, "168h", rel["OUTBOX_RETENTION"].Value)
+		require.Equal(t, "24h", rel["OUTBOX_RETENTION"].Value)
+		require.Equal(t, "10s", rel["OUTBOX_RETENTION_INTERVAL"].Value)
+		require.Equal(t, "5000", rel["OUTBOX_RETENTION_BATCH"].Value)
+		require.Equal(t, "10s", rel["OUTBOX_CLAIM_FULL_SCAN_INTERVAL"].Value)
+		require.Equal(t, "10s", rel["OUTBOX_CLAIM_WATERMARK_MARGIN"].Value)
 
 		cm := r.configMaps[configName].Data
 		want := map[string]string{

@@ -165,17 +165,21 @@ func LoadIngestor(environ []string) (Ingestor, error) {
 // one sets.
 func relayVars() map[string]string {
 	return map[string]string{
-		"MaxAttempts":     "OUTBOX_MAX_ATTEMPTS",
-		"InitialBackoff":  "OUTBOX_INITIAL_BACKOFF",
-		"MaxBackoff":      "OUTBOX_MAX_BACKOFF",
-		"LockTimeout":     "OUTBOX_LOCK_TIMEOUT",
-		"BatchSize":       "OUTBOX_BATCH_SIZE",
-		"PollInterval":    "OUTBOX_POLL_INTERVAL",
-		"PublishTimeout":  "OUTBOX_PUBLISH_TIMEOUT",
-		"Retention":       "OUTBOX_RETENTION",
-		"ProbeMaxBackoff": "OUTBOX_PROBE_MAX_BACKOFF",
-		"Workers":         "OUTBOX_WORKERS",
-		"DBTimeout":       "OUTBOX_DB_TIMEOUT",
+		"MaxAttempts":           "OUTBOX_MAX_ATTEMPTS",
+		"InitialBackoff":        "OUTBOX_INITIAL_BACKOFF",
+		"MaxBackoff":            "OUTBOX_MAX_BACKOFF",
+		"LockTimeout":           "OUTBOX_LOCK_TIMEOUT",
+		"BatchSize":             "OUTBOX_BATCH_SIZE",
+		"PollInterval":          "OUTBOX_POLL_INTERVAL",
+		"PublishTimeout":        "OUTBOX_PUBLISH_TIMEOUT",
+		"Retention":             "OUTBOX_RETENTION",
+		"ProbeMaxBackoff":       "OUTBOX_PROBE_MAX_BACKOFF",
+		"Workers":               "OUTBOX_WORKERS",
+		"RetentionInterval":     "OUTBOX_RETENTION_INTERVAL",
+		"RetentionBatch":        "OUTBOX_RETENTION_BATCH",
+		"ClaimFullScanInterval": "OUTBOX_CLAIM_FULL_SCAN_INTERVAL",
+		"ClaimWatermarkMargin":  "OUTBOX_CLAIM_WATERMARK_MARGIN",
+		"DBTimeout":             "OUTBOX_DB_TIMEOUT",
 	}
 }
 
@@ -243,20 +247,27 @@ func LoadRelay(environ []string) (Relay, error) {
 	c := Relay{
 		Common: r.common(),
 		Config: relay.Config{
-			MaxAttempts:     r.intRange(v["MaxAttempts"], 0, 1, math.MaxInt32),
-			InitialBackoff:  r.duration(v["InitialBackoff"], 0, false),
-			MaxBackoff:      r.duration(v["MaxBackoff"], 0, false),
-			LockTimeout:     r.duration(v["LockTimeout"], 0, false),
-			BatchSize:       r.intRange(v["BatchSize"], 0, 1, math.MaxInt32),
-			PollInterval:    r.duration(v["PollInterval"], 0, false),
-			PublishTimeout:  r.duration(v["PublishTimeout"], 0, false),
-			Retention:       r.duration(v["Retention"], 0, true),
-			ProbeMaxBackoff: r.duration(v["ProbeMaxBackoff"], 0, false),
-			Workers:         r.intRange(v["Workers"], 0, 1, math.MaxInt32),
-			DBTimeout:       r.duration(v["DBTimeout"], 0, false),
+			MaxAttempts:           r.intRange(v["MaxAttempts"], 0, 1, math.MaxInt32),
+			InitialBackoff:        r.duration(v["InitialBackoff"], 0, false),
+			MaxBackoff:            r.duration(v["MaxBackoff"], 0, false),
+			LockTimeout:           r.duration(v["LockTimeout"], 0, false),
+			BatchSize:             r.intRange(v["BatchSize"], 0, 1, math.MaxInt32),
+			PollInterval:          r.duration(v["PollInterval"], 0, false),
+			PublishTimeout:        r.duration(v["PublishTimeout"], 0, false),
+			Retention:             r.duration(v["Retention"], 0, true),
+			ProbeMaxBackoff:       r.duration(v["ProbeMaxBackoff"], 0, false),
+			Workers:               r.intRange(v["Workers"], 0, 1, math.MaxInt32),
+			RetentionInterval:     r.duration(v["RetentionInterval"], 0, false),
+			RetentionBatch:        r.intRange(v["RetentionBatch"], 0, 1, math.MaxInt32),
+			ClaimFullScanInterval: r.duration(v["ClaimFullScanInterval"], 0, true),
+			ClaimWatermarkMargin:  r.duration(v["ClaimWatermarkMargin"], 0, false),
+			DBTimeout:             r.duration(v["DBTimeout"], 0, false),
 		},
 	}
 	c.ListenURL = r.str("DATABASE_LISTEN_URL", c.DatabaseURL)
+	if s, set := r.env[v["ClaimFullScanInterval"]]; set && s != "" && c.ClaimFullScanInterval == 0 {
+		c.ClaimFullScanInterval = -1 // 0 turns the claim watermark off
+	}
 	if s, set := r.env[v["Retention"]]; set && s != "" && c.Retention == 0 {
 		c.Retention = -1 // OUTBOX_RETENTION=0 disables the sweep
 	}

@@ -47,7 +47,11 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, 500, rel.BatchSize)
 	require.Equal(t, time.Second, rel.PollInterval)
 	require.Equal(t, 30*time.Second, rel.PublishTimeout)
-	require.Equal(t, 168*time.Hour, rel.Retention)
+	require.Equal(t, 24*time.Hour, rel.Retention)
+	require.Equal(t, 10*time.Second, rel.RetentionInterval)
+	require.Equal(t, 5000, rel.RetentionBatch)
+	require.Equal(t, 10*time.Second, rel.ClaimFullScanInterval)
+	require.Equal(t, 10*time.Second, rel.ClaimWatermarkMargin)
 }
 
 func TestErrorsNameTheVariable(t *testing.T) {
@@ -170,8 +174,11 @@ func TestKafkaPropertiesPerClient(t *testing.T) {
 func TestRelayRulesNameTheVariable(t *testing.T) {
 	t.Parallel()
 	for environ, want := range map[string]string{
-		"OUTBOX_WORKERS=65":        "OUTBOX_WORKERS",
-		"OUTBOX_BATCH_SIZE=100001": "OUTBOX_BATCH_SIZE",
+		"OUTBOX_WORKERS=65":               "OUTBOX_WORKERS",
+		"OUTBOX_BATCH_SIZE=100001":        "OUTBOX_BATCH_SIZE",
+		"OUTBOX_RETENTION_BATCH=100001":   "OUTBOX_RETENTION_BATCH",
+		"OUTBOX_RETENTION_INTERVAL=-1s":   "OUTBOX_RETENTION_INTERVAL",
+		"OUTBOX_CLAIM_WATERMARK_MARGIN=0": "OUTBOX_CLAIM_WATERMARK_MARGIN",
 	} {
 		_, err := LoadRelay(env(environ))
 		var cfgErr *Error
@@ -181,6 +188,15 @@ func TestRelayRulesNameTheVariable(t *testing.T) {
 	c, err := LoadRelay(env("OUTBOX_RETENTION=0"))
 	require.NoError(t, err)
 	require.Negative(t, c.Retention, "0 disables the retention sweep")
+	c, err = LoadRelay(env("OUTBOX_CLAIM_FULL_SCAN_INTERVAL=0"))
+	require.NoError(t, err)
+	require.Negative(t, c.ClaimFullScanInterval, "0 turns the claim watermark off")
+	c, err = LoadRelay(env("OUTBOX_RETENTION_INTERVAL=1m", "OUTBOX_RETENTION_BATCH=2000", "OUTBOX_CLAIM_FULL_SCAN_INTERVAL=30s", "OUTBOX_CLAIM_WATERMARK_MARGIN=1m"))
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, c.RetentionInterval)
+	require.Equal(t, 2000, c.RetentionBatch)
+	require.Equal(t, 30*time.Second, c.ClaimFullScanInterval)
+	require.Equal(t, time.Minute, c.ClaimWatermarkMargin)
 }
 
 // TestRelayDBTimeoutAndListenURL: OUTBOX_DB_TIMEOUT bounds the relay's

@@ -46,8 +46,8 @@ type Config struct {
 	// LockTimeout is too short for that, LockTimeout − LeaseMargin (at least
 	// half the lease: short leases in tests and drills).
 	PublishTimeout time.Duration
-	// Retention: PUBLISHED rows older than this are deleted (default 168h;
-	// negative disables the sweep).
+	// Retention: PUBLISHED rows older than this are deleted (default 24h;
+	// negative disables the sweep). docs/capacity.md sizes it.
 	Retention time.Duration
 	// ProbeMaxBackoff caps the wait between broker probes in an outage, and
 	// between claims and mark retries while PostgreSQL is unreachable
@@ -71,10 +71,22 @@ type Config struct {
 	// StatsInterval is the refresh period of the pending and table gauges
 	// (default 5s).
 	StatsInterval time.Duration
-	// RetentionInterval is the period of the retention sweep (default 1m);
-	// each statement deletes at most RetentionBatch rows (default 1000).
+	// RetentionInterval is the period of the retention sweep (default 10s:
+	// small, frequent sweeps instead of a minute's deletes at once); each
+	// statement deletes at most RetentionBatch rows (default 5000), with
+	// [retentionPause] between statements.
 	RetentionInterval time.Duration
 	RetentionBatch    int
+	// ClaimFullScanInterval is the period of the claim watermark's full
+	// rescan (watermark.go; default 10s): the most a row written below the
+	// watermark (a transaction open longer than ClaimWatermarkMargin) waits
+	// beyond its commit. Negative: no watermark, every claim scans the
+	// PENDING index from its start.
+	ClaimFullScanInterval time.Duration
+	// ClaimWatermarkMargin is how far below the database's now() the
+	// watermark always stays (default 10s): a transaction that writes a
+	// PENDING row and commits within it is never missed by a bounded claim.
+	ClaimWatermarkMargin time.Duration
 	// ShutdownGrace bounds how long an in-flight publish may go on after
 	// Run's context ends (default 20s); what is not delivered by then has
 	// its lease given back.
@@ -145,13 +157,15 @@ func (c Config) WithDefaults() Config {
 	c.BatchSize = cmp.Or(c.BatchSize, 500)
 	c.MaxClaimBytes = cmp.Or(c.MaxClaimBytes, DefaultMaxClaimBytes)
 	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
-	c.Retention = cmp.Or(c.Retention, 168*time.Hour)
+	c.Retention = cmp.Or(c.Retention, 24*time.Hour)
 	c.ProbeMaxBackoff = cmp.Or(c.ProbeMaxBackoff, 500*time.Millisecond)
 	c.DBTimeout = cmp.Or(c.DBTimeout, DefaultDBTimeout)
 	c.Workers = cmp.Or(c.Workers, 2)
 	c.StatsInterval = cmp.Or(c.StatsInterval, 5*time.Second)
-	c.RetentionInterval = cmp.Or(c.RetentionInterval, time.Minute)
-	c.RetentionBatch = cmp.Or(c.RetentionBatch, 1000)
+	c.RetentionInterval = cmp.Or(c.RetentionInterval, 10*time.Second)
+	c.RetentionBatch = cmp.Or(c.RetentionBatch, 5000)
+	c.ClaimFullScanInterval = cmp.Or(c.ClaimFullScanInterval, 10*time.Second)
+	c.ClaimWatermarkMargin = cmp.Or(c.ClaimWatermarkMargin, 10*time.Second)
 	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, 20*time.Second)
 	return c
 }
@@ -187,6 +201,8 @@ func (c Config) Validate() error {
 		return fail("Workers", "is %d, outside [1, 64]", c.Workers)
 	case c.MaxClaimBytes < 1:
 		return fail("MaxClaimBytes", "must be positive")
+	case c.RetentionBatch < 1 || c.RetentionBatch > 100_000:
+		return fail("RetentionBatch", "is %d, outside [1, 100000]", c.RetentionBatch)
 	}
 	for _, d := range []struct {
 		field string
@@ -195,6 +211,7 @@ func (c Config) Validate() error {
 		{"LockTimeout", c.LockTimeout}, {"PublishTimeout", c.PublishTimeout}, {"PollInterval", c.PollInterval},
 		{"ProbeMaxBackoff", c.ProbeMaxBackoff}, {"StatsInterval", c.StatsInterval}, {"RetentionInterval", c.RetentionInterval},
 		{"DBTimeout", c.DBTimeout},
+		{"ClaimWatermarkMargin", c.ClaimWatermarkMargin},
 	} {
 		if d.v < 0 {
 			return fail(d.field, "(%s) must be positive", d.v)

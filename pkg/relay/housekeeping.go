@@ -83,6 +83,12 @@ func (r *Relay) retention(ctx context.Context) {
 	}
 }
 
+// retentionPause separates the statements of a sweep: long enough to let
+// the claims and marks that queued behind a statement's WAL flush and buffer
+// work through, short enough that the sweep (RetentionBatch rows a
+// statement) deletes faster than the relays publish.
+const retentionPause = 10 * time.Millisecond
+
 // sweep runs one retention pass and returns how many rows it deleted.
 func (r *Relay) sweep(ctx context.Context) int64 {
 	total := int64(0)
@@ -100,7 +106,7 @@ func (r *Relay) sweep(ctx context.Context) int64 {
 		if n < int64(r.cfg.RetentionBatch) {
 			break
 		}
-		backoff.Sleep(ctx, 50*time.Millisecond)
+		backoff.Sleep(ctx, retentionPause)
 	}
 	return total
 }

@@ -70,7 +70,7 @@ func New(logger *slog.Logger, outbox Outbox, pub Publisher, cfg Config) (*Relay,
 	cfg = cfg.WithDefaults()
 	r := &Relay{
 		logger: logger.With("component", "relay"),
-		outbox: outbox,
+		outbox: withWatermark(outbox, cfg),
 		pub:    pub,
 		cfg:    cfg,
 		m:      newMetrics(cfg.Registerer),

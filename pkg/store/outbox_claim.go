@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pcp/route-processing/pkg/outbox"
@@ -47,6 +48,7 @@ with due as (
     select id, next_attempt_at, created_at, pg_column_size(payload)::bigint as size
     from route_passport_outbox
     where status = 'PENDING'
+      and next_attempt_at >= $5
       and next_attempt_at <= now()
       and (locked_until is null or locked_until < now())
       and not exists (select 1 from outbox_relay_control where paused)
@@ -96,8 +98,19 @@ where status = 'PENDING' and lock_token = $1::uuid`
 // given back (best effort), so that the rows are not stranded until the
 // lease expires.
 func (o *Outbox) Claim(ctx context.Context, limit int, maxBytes int64, lease time.Duration) (claimed []outbox.Row, more bool, err error) {
+	return o.ClaimFrom(ctx, time.Time{}, limit, maxBytes, lease)
+}
+
+// ClaimFrom is Claim restricted to rows whose next_attempt_at is at or after
+// from (the zero time: no bound). The PENDING index is on (next_attempt_at,
+// created_at), so the scan starts at from: while a held snapshot keeps
+// vacuum from removing the index entries of rows already marked, a bound
+// just below the oldest live PENDING row ([Outbox.PendingFloor]) skips them
+// instead of visiting each on every claim. Rows below from are not claimed;
+// choosing from so that none is starved is the caller's job.
+func (o *Outbox) ClaimFrom(ctx context.Context, from time.Time, limit int, maxBytes int64, lease time.Duration) (claimed []outbox.Row, more bool, err error) {
 	token := uuid.New()
-	rows, err := o.pool.Query(ctx, claimSQL, limit, lease.Microseconds(), token.String(), maxBytes)
+	rows, err := o.pool.Query(ctx, claimSQL, limit, lease.Microseconds(), token.String(), maxBytes, lowerBound(from))
 	if err != nil {
 		o.releaseToken(ctx, token)
 		return nil, false, fmt.Errorf("claim outbox rows: %w", err)
@@ -137,6 +150,39 @@ func (o *Outbox) Claim(ctx context.Context, limit int, maxBytes int64, lease tim
 // a second hung statement; healthy, it takes milliseconds. Leases it cannot
 // give back expire (OUTBOX_LOCK_TIMEOUT): delayed, never lost.
 const releaseTokenTimeout = 500 * time.Millisecond
+
+// lowerBound is from as a timestamptz parameter; the zero time is
+// -infinity, so that one statement (one cached plan) serves both kinds of
+// claim.
+func lowerBound(from time.Time) pgtype.Timestamptz {
+	if from.IsZero() {
+		return pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+	}
+	return pgtype.Timestamptz{Time: from, Valid: true}
+}
+
+// pendingFloorSQL: min() over the PENDING index from $1 is an index scan
+// that stops at the first live entry; leased rows count (a released or
+// expired lease keeps its next_attempt_at). least() ignores the NULL of an
+// empty range. The clock is the database's, the one next_attempt_at is
+// written with.
+const pendingFloorSQL = `
+select least(min(next_attempt_at), now() - $2 * interval '1 microsecond')
+from route_passport_outbox
+where status = 'PENDING' and next_attempt_at >= $1`
+
+// PendingFloor returns the lowest next_attempt_at of the PENDING rows at or
+// after from (the zero time: all of them), leased ones included, or
+// now() − margin when that is lower (the database's clock): a lower bound
+// for ClaimFrom that excludes no row committed so far, nor any row a
+// transaction started after now() − margin commits later.
+func (o *Outbox) PendingFloor(ctx context.Context, from time.Time, margin time.Duration) (time.Time, error) {
+	var floor time.Time
+	if err := o.pool.QueryRow(ctx, pendingFloorSQL, lowerBound(from), margin.Microseconds()).Scan(&floor); err != nil {
+		return time.Time{}, fmt.Errorf("read outbox pending floor: %w", err)
+	}
+	return floor, nil
+}
 
 // releaseToken gives back the leases of a failed claim, on a context that
 // outlives a cancelled ctx, for at most releaseTokenTimeout. Errors are

@@ -1,0 +1,45 @@
+package relay_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/outbox"
+	"github.com/pcp/route-processing/pkg/relay"
+	"github.com/pcp/route-processing/pkg/relay/relaytest"
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+// TestRelayClaimsRowsBelowTheWatermark: a row that becomes PENDING with a
+// next_attempt_at an hour below the watermark (as a transaction open for
+// longer than the margin, or a hand edit, would write it) is not seen by the
+// bounded claims, and is published after the next full rescan, within
+// ClaimFullScanInterval.
+func TestRelayClaimsRowsBelowTheWatermark(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	b := setup(t, bootstrap)
+	topic := testenv.Topic(t, "watermark", 1)
+	ctx := context.Background()
+	const every = 2 * time.Second
+	b.start(t, relay.Config{PollInterval: 100 * time.Millisecond, ClaimFullScanInterval: every, ClaimWatermarkMargin: 500 * time.Millisecond})
+	relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic})
+	eventually(t, 10*time.Second, "first row published", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 1 })
+
+	// Paused, the workers still claim (nothing) every poll, and the
+	// watermark advances to now − margin.
+	require.NoError(t, b.outbox.SetPaused(ctx, true, "", "test"))
+	time.Sleep(1500 * time.Millisecond)
+	late := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic})[0]
+	_, err := b.pool.Exec(ctx, `update route_passport_outbox set next_attempt_at = now() - interval '1 hour', created_at = now() - interval '1 hour' where id = $1`, late.ID)
+	require.NoError(t, err)
+	require.NoError(t, b.outbox.SetPaused(ctx, false, "", "test"))
+	start := time.Now()
+	eventually(t, every+5*time.Second, "the row below the watermark published", func() bool {
+		return relaytest.Get(t, b.pool, late.ID).Status == outbox.StatusPublished
+	})
+	t.Logf("row an hour below the watermark published %s after the resume (full rescan every %s)", time.Since(start).Round(time.Millisecond), every)
+}
