@@ -1,5 +1,9 @@
 package e2e
 
+// This file is longer than most: it is the one harness of the resilience
+// and production-conditions suites (processes, topics, tallies), shared by
+// every scenario so that none builds its own.
+
 import (
 	"bufio"
 	"bytes"

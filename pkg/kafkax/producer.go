@@ -1,5 +1,9 @@
 package kafkax
 
+// This file is slightly over the usual size: the producer's lifecycle
+// (reference-counted clients replaced after fatal errors) and its batch
+// produce share state that a split would have to expose.
+
 import (
 	"context"
 	"errors"

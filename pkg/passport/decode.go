@@ -1,5 +1,9 @@
 package passport
 
+// This file is longer than most: it is the one decoder of the passport
+// document, field by field in the contract's order, over the spans the
+// scanner found; splitting it would scatter one top-to-bottom read of §1.
+
 import (
 	"bytes"
 	"crypto/md5"

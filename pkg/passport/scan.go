@@ -1,5 +1,9 @@
 package passport
 
+// This file is longer than most: it is one hand-written, single-pass JSON
+// scanner (syntax, depth, duplicate names, escapes) on the hot path of every
+// record; its state machine reads best in one place.
+
 import (
 	"strconv"
 	"unicode/utf8"

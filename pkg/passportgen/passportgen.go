@@ -1,5 +1,8 @@
 package passportgen
 
+// This file is longer than most: it is one generator of realistic passports
+// (shapes, sizes, field distributions) whose parts only make sense together.
+
 import (
 	"crypto/md5"
 	"encoding/hex"
