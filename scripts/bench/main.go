@@ -14,6 +14,7 @@ import (
 
 	"github.com/pcp/route-processing/pkg/e2e"
 	"github.com/pcp/route-processing/pkg/testenv"
+	"github.com/pcp/route-processing/scripts/internal/progtb"
 )
 
 // config holds the sizes and the budget; the environment can shrink them for
@@ -61,7 +62,7 @@ const (
 )
 
 type bench struct {
-	t         *runT
+	t         *progtb.T
 	cfg       config
 	start     time.Time
 	bins      e2e.Binaries
@@ -120,17 +121,12 @@ func main() {
 	os.Exit(runMain())
 }
 
-func runMain() (code int) {
+func runMain() int {
 	defer testenv.Open()()
-	t := newRunT("bench")
-	defer func() {
-		if t.finish(recover()) {
-			code = 1
-		}
-	}()
-	b := &bench{t: t, cfg: configFromEnv(), start: time.Now()}
-	b.run()
-	return 0
+	return progtb.Run("bench", func(t *progtb.T) {
+		b := &bench{t: t, cfg: configFromEnv(), start: time.Now()}
+		b.run()
+	})
 }
 
 func (b *bench) run() {
