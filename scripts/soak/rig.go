@@ -1,6 +1,4 @@
-//go:build soak
-
-package soak
+package main
 
 import (
 	"context"
@@ -19,8 +17,6 @@ import (
 	"github.com/pcp/route-processing/pkg/e2e"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
-
-func TestMain(m *testing.M) { testenv.Main(m) }
 
 // benchIngestRate is the default ingest rate of bench-report.md (passports/s
 // with INGEST_BATCH_SIZE=500 on this machine); the soak runs at half of it.
@@ -61,7 +57,7 @@ func loadSettings(t testing.TB) settings {
 // rig is what every soak phase shares: the built binaries, the cluster, the
 // broker and an admin client of each.
 type rig struct {
-	t         *testing.T
+	t         testing.TB
 	bins      e2e.Binaries
 	pg        *testenv.PostgresCluster
 	admin     *pgxpool.Pool
@@ -73,7 +69,7 @@ type rig struct {
 // newRig builds the binaries and starts PostgreSQL (fsync on, default
 // autovacuum; pg_stat_statements for the claim time; extra settings from
 // pgSettings) and the dev broker.
-func newRig(t *testing.T, pgSettings map[string]string) *rig {
+func newRig(t testing.TB, pgSettings map[string]string) *rig {
 	r := &rig{t: t}
 	say("soak: building the binaries, starting PostgreSQL (fsync on) and the dev broker ...")
 	r.bins = e2e.BuildBinaries(t, t.TempDir())

@@ -1,6 +1,4 @@
-//go:build soak
-
-package soak
+package main
 
 import (
 	"encoding/csv"
@@ -116,7 +114,7 @@ func reportText(r *run, v []target, csvName, pngName string) string {
 	var b strings.Builder
 	c := r.cfg
 	p := phasesOf(r)
-	fmt.Fprintf(&b, "# Soak report\n\nWritten by `make soak` (scripts/soak.sh → scripts/soak, TestSoak) on %s; overwritten by each run. Total time %s.\n\n",
+	fmt.Fprintf(&b, "# Soak report\n\nWritten by `make soak` (scripts/soak.sh → scripts/soak) on %s; overwritten by each run. Total time %s.\n\n",
 		time.Now().UTC().Format(time.RFC3339), r.total.Round(time.Second))
 	fmt.Fprintf(&b, "**Run:** %d passports/s (%d events/s) for %s, `OUTBOX_RETENTION=%s`", c.rate, 2*c.rate, c.duration, c.retention)
 	if c.hold > 0 {
