@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -370,11 +372,11 @@ func testHostileInput(t *testing.T, bins Binaries) {
 		t.Errorf("outbox not fully published: %s", desc)
 	}
 	var kindList []string
-	for _, k := range sortedKeys(kinds) {
+	for _, k := range slices.Sorted(maps.Keys(kinds)) {
 		kindList = append(kindList, fmt.Sprintf("%s:%d", k, kinds[k]))
 	}
 	var catList []string
-	for _, k := range sortedKeys(cats) {
+	for _, k := range slices.Sorted(maps.Keys(cats)) {
 		catList = append(catList, fmt.Sprintf("%s:%d", k, cats[k]))
 	}
 	report(t, "hostile-input",

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -448,14 +447,4 @@ func (s *stack) dlqOrigins() (map[[2]int64]int, map[string]int) {
 		orig[[2]int64{p, o}]++
 	}
 	return orig, cats
-}
-
-// sortedKeys is for stable messages.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

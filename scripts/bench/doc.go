@@ -13,7 +13,7 @@
 // from the binaries' /metrics, targets.go issue 13's targets against the
 // ceilings, report.go the table and bench-report.md, infra.go the shared
 // topic and database chores. The harness is pkg/e2e's and pkg/testenv's
-// (runT adapts their testing.TB parameter to a program).
+// (scripts/internal/progtb adapts their testing.TB parameter to a program).
 //
 // # Overview
 //

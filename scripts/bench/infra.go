@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pcp/route-processing/scripts/internal/rig"
 )
 
 func (b *bench) serviceEnv(dbURL, input, out1, out2 string) []string {
@@ -26,21 +28,7 @@ func (b *bench) serviceEnv(dbURL, input, out1, out2 string) []string {
 }
 
 func (b *bench) createTopic(name string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
-		resp, err := b.adm.CreateTopic(ctx, 3, -1, nil, name)
-		if err == nil {
-			err = resp.Err
-		}
-		if err == nil || strings.Contains(err.Error(), "TOPIC_ALREADY_EXISTS") {
-			return name
-		}
-		if ctx.Err() != nil {
-			b.t.Fatalf("bench: create topic %s: %v", name, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return rig.CreateTopic(b.t, b.adm, name, 3)
 }
 
 func (b *bench) deleteTopics(names ...string) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -10,10 +9,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pcp/route-processing/pkg/e2e"
 	"github.com/pcp/route-processing/pkg/testenv"
+	"github.com/pcp/route-processing/scripts/internal/progtb"
+	"github.com/pcp/route-processing/scripts/internal/rig"
 )
 
 // config holds the sizes and the budget; the environment can shrink them for
@@ -61,7 +61,7 @@ const (
 )
 
 type bench struct {
-	t         *runT
+	t         *progtb.T
 	cfg       config
 	start     time.Time
 	bins      e2e.Binaries
@@ -120,38 +120,19 @@ func main() {
 	os.Exit(runMain())
 }
 
-func runMain() (code int) {
+func runMain() int {
 	defer testenv.Open()()
-	t := newRunT("bench")
-	defer func() {
-		if t.finish(recover()) {
-			code = 1
-		}
-	}()
-	b := &bench{t: t, cfg: configFromEnv(), start: time.Now()}
-	b.run()
-	return 0
+	return progtb.Run("bench", func(t *progtb.T) {
+		b := &bench{t: t, cfg: configFromEnv(), start: time.Now()}
+		b.run()
+	})
 }
 
 func (b *bench) run() {
 	t := b.t
 	say("bench: building the binaries, starting PostgreSQL (fsync on) and the dev broker ...")
-	b.bins = e2e.BuildBinaries(t, t.TempDir())
-	b.pg = testenv.NewPostgresCluster(t, testenv.PostgresOptions{Fsync: true})
-	admin, err := pgxpool.New(context.Background(), b.pg.URL("postgres"))
-	if err != nil {
-		t.Fatalf("bench: admin pool: %v", err)
-	}
-	t.Cleanup(admin.Close)
-	b.admin = admin
-	b.broker = testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 3})
-	b.bootstrap = b.broker.Addr()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.bootstrap))
-	if err != nil {
-		t.Fatalf("bench: kafka client: %v", err)
-	}
-	t.Cleanup(cl.Close)
-	b.adm = kadm.NewClient(cl)
+	r := rig.Start(t, "bench", testenv.PostgresOptions{Fsync: true})
+	b.bins, b.pg, b.admin, b.broker, b.bootstrap, b.adm = r.Bins, r.PG, r.Admin, r.Broker, r.Bootstrap, r.Adm
 	for _, tp := range []string{topicInput, topicDLQ, topicOut1, topicOut2} {
 		b.createTopic(tp)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pcp/route-processing/scripts/internal/machine"
 )
 
 type machineInfo struct {
@@ -21,22 +22,13 @@ type machineInfo struct {
 
 func (b *bench) machine() machineInfo {
 	m := machineInfo{cores: runtime.NumCPU(), goVer: runtime.Version(), date: time.Now().UTC().Format("2006-01-02 15:04 MST")}
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.cpu = strings.TrimSpace(v)
-				break
-			}
-		}
-		f.Close()
-	}
+	m.cpu = machine.CPUModel()
 	_ = b.scalar(b.pg.URL("postgres"), `select current_setting('server_version')`, &m.pgVer)
 	if out, err := exec.Command("uname", "-r").Output(); err == nil {
 		m.kernel = strings.TrimSpace(string(out))
 	}
-	if out, err := os.ReadFile("/proc/loadavg"); err == nil {
-		m.load = strings.Join(strings.Fields(string(out))[:3], " ")
+	if f := strings.Fields(machine.LoadAvg()); len(f) >= 3 {
+		m.load = strings.Join(f[:3], " ")
 	}
 	return m
 }

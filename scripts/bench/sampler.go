@@ -3,16 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
+	"maps"
 	"runtime"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pcp/route-processing/pkg/e2e"
+	"github.com/pcp/route-processing/scripts/internal/machine"
 )
 
 // observation is what a sampler saw during one measured run.
@@ -38,7 +39,7 @@ func (o observation) rest() float64 {
 
 func (o observation) procCPU() string {
 	var s []string
-	for _, k := range sortedKeys(o.procCores) {
+	for _, k := range slices.Sorted(maps.Keys(o.procCores)) {
 		s = append(s, fmt.Sprintf("%s %.2f", k, o.procCores[k]))
 	}
 	return strings.Join(s, ", ")
@@ -69,15 +70,6 @@ func (o observation) topWaits(n int) string {
 	return strings.Join(s, ", ") + " (avg. backends)"
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 type sampler struct {
 	stopc chan struct{}
 	done  chan observation
@@ -92,10 +84,10 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 		ctx := context.Background()
 		conn, err := pgx.Connect(ctx, b.pg.URL(db))
 		start := time.Now()
-		busy0, total0 := machineCPU()
+		busy0, total0 := machine.CPU()
 		procStart := map[string]float64{}
 		for name, p := range procs {
-			procStart[name] = procCPU(p.PID())
+			procStart[name] = machine.ProcCPU(p.PID())
 		}
 		pgFirst, pgLast := map[int]float64{}, map[int]float64{}
 		o := observation{waits: map[string]int{}, procCores: map[string]float64{}}
@@ -107,14 +99,14 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 				wall := time.Since(start)
 				o.wall = wall
 				for name, p := range procs {
-					o.procCores[name] = (procCPU(p.PID()) - procStart[name]) / wall.Seconds()
+					o.procCores[name] = (machine.ProcCPU(p.PID()) - procStart[name]) / wall.Seconds()
 				}
 				var pg float64
 				for pid, last := range pgLast {
 					pg += last - pgFirst[pid]
 				}
 				o.pgCores = pg / wall.Seconds()
-				busy1, total1 := machineCPU()
+				busy1, total1 := machine.CPU()
 				if total1 > total0 {
 					o.machineBusy = (busy1 - busy0) / (total1 - total0)
 				}
@@ -140,7 +132,7 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 					if rows.Scan(&pid, &ours, &active, &wait) != nil {
 						continue
 					}
-					c := procCPU(pid)
+					c := machine.ProcCPU(pid)
 					if _, ok := pgFirst[pid]; !ok {
 						pgFirst[pid] = c
 					}
@@ -160,50 +152,4 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 func (s *sampler) stop() observation {
 	close(s.stopc)
 	return <-s.done
-}
-
-// procCPU is the CPU seconds (user + system) of pid so far.
-func procCPU(pid int) float64 {
-	if pid <= 0 {
-		return 0
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the parenthesised command name; utime and stime are
-	// fields 14 and 15 of the whole line.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ
-}
-
-// machineCPU returns busy and total jiffies of all CPUs.
-func machineCPU() (busy, total float64) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	for i, v := range f[1:] {
-		x, _ := strconv.ParseFloat(v, 64)
-		if i >= 8 { // guest time is already in user
-			break
-		}
-		total += x
-		if i != 3 && i != 4 { // idle, iowait
-			busy += x
-		}
-	}
-	return busy, total
 }

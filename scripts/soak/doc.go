@@ -1,31 +1,32 @@
-// Package soak is the steady-state run behind `make soak` (scripts/soak.sh):
+// Soak is the steady-state run behind `make soak` (scripts/soak.sh):
 // both binaries as real processes at a constant input rate for a long time,
 // with a short OUTBOX_RETENTION so that every outbox row goes through
 // insert → claim → mark → delete many times within the run, on a local
 // PostgreSQL with fsync on and default server settings, and the dev broker.
-// `make soak-large` (TestSoakLarge) is the large retained table experiment.
+// `make soak-large` (soak -large) is the large retained table experiment.
 //
-// Like scripts/bench it is a test binary behind a build tag ("soak"), because
-// pkg/testenv (PostgreSQL cluster, broker process) and pkg/e2e (the binaries
-// as child processes) hand out their services to a testing.TB; `make test`
-// does not run it.
+// Like scripts/bench it is a program: pkg/testenv (PostgreSQL cluster, broker
+// process) and pkg/e2e (the binaries as child processes) hand out their
+// services to a testing.TB, which scripts/internal/progtb provides; the CPU
+// readers are scripts/internal/machine's. scripts/soak.sh builds and runs it
+// (flags: -large, -timeout); `make test` only compiles it.
 //
 // # What a soak does
 //
-//   - load_test.go: produces valid passports (pkg/passportgen) at SOAK_RATE
+//   - load.go: produces valid passports (pkg/passportgen) at SOAK_RATE
 //     per second and consumes both output topics; the latency of each output
 //     record (receive − send of its passport) goes into a histogram of the
 //     10-second window it arrived in.
-//   - sampler_test.go: every 10 s, the window's latency percentiles, input
+//   - sampler.go: every 10 s, the window's latency percentiles, input
 //     lag, pending rows and the oldest pending age, the outbox's heap, index
 //     and TOAST sizes, live and dead tuples, autovacuum runs, WAL bytes, the
 //     mean claim time (pg_stat_statements), the age of the oldest snapshot,
 //     and the CPU of the ingestor, the relay and all of PostgreSQL.
-//   - hold_test.go: at SOAK_HOLD_START one REPEATABLE READ transaction takes a
+//   - hold.go: at SOAK_HOLD_START one REPEATABLE READ transaction takes a
 //     snapshot and keeps it for SOAK_HOLD — the forgotten psql session or
 //     hour-long report query that holds vacuum's xmin horizon back.
-//   - verdict_test.go: the targets of issue 12 item 4, PASS/FAIL each.
-//   - report_test.go and chart_test.go: soak-report.md (per-minute table,
+//   - verdict.go: the targets of issue 12 item 4, PASS/FAIL each.
+//   - report.go and chart.go: soak-report.md (per-minute table,
 //     targets, machine state), soak.csv and soak.png (p99, pending and
 //     outbox size over time).
 //
@@ -40,4 +41,4 @@
 // (space-separated name=value server settings, e.g. autovacuum_naptime=10s).
 // make soak-large: SOAK_LARGE_ROWS (20,000,000), SOAK_LARGE_BACKLOG
 // (200,000), SOAK_LARGE_RUNS (2).
-package soak
+package main

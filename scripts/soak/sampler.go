@@ -1,6 +1,4 @@
-//go:build soak
-
-package soak
+package main
 
 import (
 	"context"
@@ -11,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/pcp/route-processing/pkg/e2e"
+	"github.com/pcp/route-processing/scripts/internal/machine"
 )
 
 // sample is one row of the CSV: what the 10-second window ending at T looked
@@ -76,7 +75,7 @@ func newSampler(ctx context.Context, dbURL string, adm *kadm.Client, tp topics, 
 	if err := conn.QueryRow(ctx, `select pg_backend_pid()`).Scan(&backend); err != nil {
 		return nil, fmt.Errorf("sampler: backend pid: %w", err)
 	}
-	s.pgPID = parentPID(backend)
+	s.pgPID = machine.ParentPID(backend)
 	s.read(ctx, 0) // sets the previous readings
 	return s, nil
 }
@@ -137,8 +136,8 @@ func (s *sampler) read(ctx context.Context, w int) (sample, []error) {
 		})
 	}
 	published, _ := s.relay.Metric("route_passport_outbox_published_total")
-	cpu := [3]float64{procCPU(s.ingestor.PID(), false), procCPU(s.relay.PID(), false), postgresCPU(s.pgPID)}
-	busy, total := machineCPU()
+	cpu := [3]float64{machine.ProcCPU(s.ingestor.PID()), machine.ProcCPU(s.relay.PID()), machine.PostgresCPU(s.pgPID)}
+	busy, total := machine.CPU()
 	produced := s.load.produced.Load()
 
 	if !s.prevAt.IsZero() {

@@ -1,6 +1,4 @@
-//go:build soak
-
-package soak
+package main
 
 import (
 	"context"
@@ -31,7 +29,8 @@ type run struct {
 	passports string
 }
 
-func TestSoak(t *testing.T) {
+// runSoak is make soak.
+func runSoak(t testing.TB) {
 	cfg := loadSettings(t)
 	began := time.Now()
 	r := newRig(t, nil)

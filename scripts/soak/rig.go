@@ -1,6 +1,4 @@
-//go:build soak
-
-package soak
+package main
 
 import (
 	"context"
@@ -14,13 +12,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pcp/route-processing/pkg/e2e"
 	"github.com/pcp/route-processing/pkg/testenv"
+	setup "github.com/pcp/route-processing/scripts/internal/rig"
 )
-
-func TestMain(m *testing.M) { testenv.Main(m) }
 
 // benchIngestRate is the default ingest rate of bench-report.md (passports/s
 // with INGEST_BATCH_SIZE=500 on this machine); the soak runs at half of it.
@@ -61,7 +57,7 @@ func loadSettings(t testing.TB) settings {
 // rig is what every soak phase shares: the built binaries, the cluster, the
 // broker and an admin client of each.
 type rig struct {
-	t         *testing.T
+	t         testing.TB
 	bins      e2e.Binaries
 	pg        *testenv.PostgresCluster
 	admin     *pgxpool.Pool
@@ -73,10 +69,9 @@ type rig struct {
 // newRig builds the binaries and starts PostgreSQL (fsync on, default
 // autovacuum; pg_stat_statements for the claim time; extra settings from
 // pgSettings) and the dev broker.
-func newRig(t *testing.T, pgSettings map[string]string) *rig {
+func newRig(t testing.TB, pgSettings map[string]string) *rig {
 	r := &rig{t: t}
 	say("soak: building the binaries, starting PostgreSQL (fsync on) and the dev broker ...")
-	r.bins = e2e.BuildBinaries(t, t.TempDir())
 	conf := map[string]string{
 		"shared_preload_libraries": "'pg_stat_statements'",
 		"track_io_timing":          "on",
@@ -93,21 +88,8 @@ func newRig(t *testing.T, pgSettings map[string]string) *rig {
 		}
 		conf[k] = "'" + v + "'"
 	}
-	r.pg = testenv.NewPostgresCluster(t, testenv.PostgresOptions{Fsync: true, Settings: conf})
-	admin, err := pgxpool.New(context.Background(), r.pg.URL("postgres"))
-	if err != nil {
-		t.Fatalf("soak: admin pool: %v", err)
-	}
-	t.Cleanup(admin.Close)
-	r.admin = admin
-	r.broker = testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 3})
-	r.bootstrap = r.broker.Addr()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.bootstrap))
-	if err != nil {
-		t.Fatalf("soak: kafka client: %v", err)
-	}
-	t.Cleanup(cl.Close)
-	r.adm = kadm.NewClient(cl)
+	sr := setup.Start(t, "soak", testenv.PostgresOptions{Fsync: true, Settings: conf})
+	r.bins, r.pg, r.admin, r.broker, r.bootstrap, r.adm = sr.Bins, sr.PG, sr.Admin, sr.Broker, sr.Bootstrap, sr.Adm
 	return r
 }
 
@@ -129,21 +111,7 @@ func (r *rig) database(name string) string {
 }
 
 func (r *rig) createTopic(name string, partitions int32) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
-		resp, err := r.adm.CreateTopic(ctx, partitions, -1, nil, name)
-		if err == nil {
-			err = resp.Err
-		}
-		if err == nil || strings.Contains(err.Error(), "TOPIC_ALREADY_EXISTS") {
-			return name
-		}
-		if ctx.Err() != nil {
-			r.t.Fatalf("soak: create topic %s: %v", name, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return setup.CreateTopic(r.t, r.adm, name, partitions)
 }
 
 func (r *rig) serviceEnv(dbURL string, tp topics) []string {

@@ -1,6 +1,4 @@
-//go:build soak
-
-package soak
+package main
 
 import (
 	"encoding/csv"
@@ -116,7 +114,7 @@ func reportText(r *run, v []target, csvName, pngName string) string {
 	var b strings.Builder
 	c := r.cfg
 	p := phasesOf(r)
-	fmt.Fprintf(&b, "# Soak report\n\nWritten by `make soak` (scripts/soak.sh → scripts/soak, TestSoak) on %s; overwritten by each run. Total time %s.\n\n",
+	fmt.Fprintf(&b, "# Soak report\n\nWritten by `make soak` (scripts/soak.sh → scripts/soak) on %s; overwritten by each run. Total time %s.\n\n",
 		time.Now().UTC().Format(time.RFC3339), r.total.Round(time.Second))
 	fmt.Fprintf(&b, "**Run:** %d passports/s (%d events/s) for %s, `OUTBOX_RETENTION=%s`", c.rate, 2*c.rate, c.duration, c.retention)
 	if c.hold > 0 {
@@ -157,7 +155,7 @@ func reportText(r *run, v []target, csvName, pngName string) string {
 	}
 	b.WriteString("\nThe large retained outbox (20 M PUBLISHED rows: relay throughput, claim time, the retention sweep's delete rate and WAL) is measured by `make soak-large`: [soak-large-report.md](soak-large-report.md). Sizing: [docs/capacity.md](docs/capacity.md).\n")
 	b.WriteString("\n## How the figures are taken\n\n")
-	b.WriteString("- Both binaries run as processes (bin/ingestor, bin/outbox-relay, default settings unless stated) against a throwaway PostgreSQL cluster (fsync, synchronous_commit and full_page_writes on, default autovacuum, `pg_stat_statements` loaded) and the dev broker (kfake in a child process). The soak's own producer (passportgen, a realistic mix), consumer and sampler run in the test binary on the same machine.\n")
+	b.WriteString("- Both binaries run as processes (bin/ingestor, bin/outbox-relay, default settings unless stated) against a throwaway PostgreSQL cluster (fsync, synchronous_commit and full_page_writes on, default autovacuum, `pg_stat_statements` loaded) and the dev broker (kfake in a child process). The soak's own producer (passportgen, a realistic mix), consumer and sampler run in the soak program on the same machine.\n")
 	b.WriteString("- Latency: receive time of each output record − send time of its passport; percentiles from 2 %-wide histogram buckets (so a figure is the bucket's upper bound, within 2 %).\n")
 	b.WriteString("- Sizes: `pg_relation_size` (heap), `pg_indexes_size`, `pg_total_relation_size` of the TOAST table; tuples and autovacuum runs from `pg_stat_all_tables`; WAL from `pg_current_wal_lsn()`; pending and oldest from the PENDING rows (SQL); claim time = mean execution time of the claim statement in `pg_stat_statements` over the window; CPU from /proc (PostgreSQL = postmaster, its live children and its reaped children).\n")
 	b.WriteString("- The machine is shared; its busy share is in the last column (the rest are other processes, including the soak's own producer and consumer).\n")

@@ -1,17 +1,16 @@
-//go:build soak
-
-package soak
+package main
 
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pcp/route-processing/scripts/internal/machine"
 )
 
 // machineState describes the machine and the server for the report.
@@ -31,19 +30,13 @@ func machineState(ctx context.Context, admin *pgxpool.Pool) string {
 		}
 		rows.Close()
 	}
-	load, _ := os.ReadFile("/proc/loadavg")
-	model := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(l, "model name") {
-				_, model, _ = strings.Cut(l, ": ")
-				break
-			}
-		}
+	model := machine.CPUModel()
+	if model == "" {
+		model = "unknown CPU"
 	}
 	return fmt.Sprintf("%d cores (%s), %s, %s; server settings: %s; load average at the start: %s; started %s",
 		runtime.NumCPU(), model, runtime.Version(), version, strings.Join(av, ", "),
-		strings.TrimSpace(string(load)), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+		machine.LoadAvg(), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 }
 
 // statusCounts counts outbox rows per status (exact).
