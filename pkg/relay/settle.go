@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -128,7 +129,9 @@ func (r *Relay) retryDB(ctx context.Context, deadline time.Time, op string, fn f
 	bo := backoff.New(100*time.Millisecond, r.cfg.ProbeMaxBackoff)
 	for {
 		c, cancel := r.writeCall(ctx)
+		stop := r.watchWrite(ctx, op)
 		err := fn(c)
+		stop()
 		cancel()
 		if err == nil {
 			return
@@ -143,6 +146,23 @@ func (r *Relay) retryDB(ctx context.Context, deadline time.Time, op string, fn f
 		r.logger.WarnContext(ctx, "database write failed; retrying", "op", op, "err", err, "retry_in", wait)
 		backoff.Sleep(ctx, wait)
 	}
+}
+
+// watchWrite probes the database when a write is still running after half
+// of DBTimeout: a write may legitimately take up to writeCall's three times
+// DBTimeout behind a backlog burst, but a hung link must show in /readyz within
+// seconds (issue 11), so a cheap read with a short timeout tells the two
+// apart. It returns the function that ends the watch.
+func (r *Relay) watchWrite(ctx context.Context, op string) (stop func()) {
+	t := time.AfterFunc(r.cfg.DBTimeout/2, func() {
+		pctx, cancel := context.WithTimeout(ctx, r.cfg.DBTimeout/2)
+		defer cancel()
+		if _, err := r.outbox.Paused(pctx); err != nil && ctx.Err() == nil {
+			r.dbUp.Store(false) // the next successful claim reports ready again
+			r.setReady("postgres", fmt.Errorf("%s outstanding for %s and the database does not answer: %w", op, r.cfg.DBTimeout/2, err))
+		}
+	})
+	return func() { t.Stop() }
 }
 
 // truncate bounds an error stored in last_error, keeping valid UTF-8
