@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pcp/route-processing/pkg/contractschema"
 	"github.com/pcp/route-processing/pkg/passportgen"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
@@ -322,9 +323,21 @@ type outputs struct {
 func (s *stack) readOutputs() outputs {
 	s.t.Helper()
 	o := outputs{ByEventID: map[string]int{}, TopicOf: map[string]string{}}
+	schemas, err := contractschema.New()
+	if err != nil {
+		s.t.Fatalf("e2e: load the event schemas: %v", err)
+	}
 	for _, topic := range []string{s.topics.Processed, s.topics.GeoRef} {
-		for _, r := range testenv.ReadAll(s.t, s.bootstrap, topic) {
+		for i, r := range testenv.ReadAll(s.t, s.bootstrap, topic) {
 			o.Records++
+			// The published events must match docs/schemas; every record of
+			// the first schemaSample per topic is checked (all of them would
+			// cost seconds per scenario under -race).
+			if i < schemaSample {
+				if err := contractschema.ValidateOutput(schemas, r.Key, r.Value, r.Headers); err != nil {
+					s.t.Errorf("e2e: output record %s/%d@%d breaks its schema: %v", topic, r.Partition, r.Offset, err)
+				}
+			}
 			id, ok := r.Header("eventId")
 			if _, typed := r.Header("type"); !ok || !typed {
 				o.BadHeaders++
@@ -336,6 +349,10 @@ func (s *stack) readOutputs() outputs {
 	}
 	return o
 }
+
+// schemaSample is how many output records per topic readOutputs validates
+// against their JSON Schema.
+const schemaSample = 200
 
 // verdict is the common tally of a resilience run.
 type verdict struct {
