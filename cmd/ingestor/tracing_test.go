@@ -2,21 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/pcp/route-processing/pkg/testenv"
 )
@@ -27,36 +21,8 @@ import (
 // per-record span's context. Not parallel: the OTel exporter reads the
 // process environment.
 func TestTracesReachAnOTLPEndpointInTheInputsTrace(t *testing.T) {
-	var (
-		mu    sync.Mutex
-		names = map[string][][]byte{} // span name → span ids
-		byID  = map[string][]byte{}   // span id (hex) → parent span id
-		trace = map[string][]byte{}   // span id (hex) → trace id
-	)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var req collectortrace.ExportTraceServiceRequest
-		if err := proto.Unmarshal(body, &req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		for _, rs := range req.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				for _, s := range ss.Spans {
-					names[s.Name] = append(names[s.Name], s.SpanId)
-					byID[hex.EncodeToString(s.SpanId)] = s.ParentSpanId
-					trace[hex.EncodeToString(s.SpanId)] = s.TraceId
-				}
-			}
-		}
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		b, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
-		_, _ = w.Write(b)
-	}))
-	defer srv.Close()
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	otlp := testenv.NewOTLPReceiver(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.URL)
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
 
@@ -107,12 +73,15 @@ func TestTracesReachAnOTLPEndpointInTheInputsTrace(t *testing.T) {
 		t.Fatal("ingestor did not stop within 30 s")
 	}
 
-	mu.Lock()
-	defer mu.Unlock()
+	names := map[string][]testenv.Span{}
+	for _, sp := range otlp.Spans() {
+		names[sp.Name] = append(names[sp.Name], sp)
+	}
 	require.Len(t, names["ingest record"], 1, "spans flushed at shutdown: %v", names)
-	rec := hex.EncodeToString(names["ingest record"][0])
-	require.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", hex.EncodeToString(trace[rec]), "record span in the input's trace")
-	require.Equal(t, "00f067aa0ba902b7", hex.EncodeToString(byID[rec]), "the input's traceparent is the record span's parent")
+	recSpan := names["ingest record"][0]
+	rec := recSpan.SpanID
+	require.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", recSpan.TraceID, "record span in the input's trace")
+	require.Equal(t, "00f067aa0ba902b7", recSpan.Parent, "the input's traceparent is the record span's parent")
 	require.NotEmpty(t, names["ingest batch"])
 	require.NotEmpty(t, names["ingest write"])
 	for _, h := range headers {

@@ -2,17 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"io"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/relay/relaytest"
@@ -26,35 +20,9 @@ import (
 // published record's traceparent is that span. Not parallel: it sets the
 // process environment, which the OTel exporter reads.
 func TestRunRelayTracesToOTLP(t *testing.T) {
-	var (
-		mu    sync.Mutex
-		names = map[string]string{} // span id (hex) → name, spans of the input's trace
-	)
 	const traceID, parentSpan = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var req collectortrace.ExportTraceServiceRequest
-		if err := proto.Unmarshal(body, &req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		for _, rs := range req.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				for _, s := range ss.Spans {
-					if hex.EncodeToString(s.TraceId) == traceID {
-						names[hex.EncodeToString(s.SpanId)] = s.Name
-					}
-				}
-			}
-		}
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		b, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
-		_, _ = w.Write(b)
-	}))
-	defer srv.Close()
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	otlp := testenv.NewOTLPReceiver(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.URL)
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 
 	url := testenv.DatabaseURL(t)
@@ -86,7 +54,11 @@ func TestRunRelayTracesToOTLP(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("relay did not stop within 30s")
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	names := map[string]string{} // span id → name, spans of the input's trace
+	for _, sp := range otlp.Spans() {
+		if sp.TraceID == traceID {
+			names[sp.SpanID] = sp.Name
+		}
+	}
 	require.Equal(t, "outbox publish", names[tp[36:52]], "the publish span was exported by the time the relay stopped; got %v", names)
 }
