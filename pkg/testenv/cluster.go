@@ -252,14 +252,18 @@ func startCluster(bins *pgBinaries, opts PostgresOptions) (*PostgresCluster, err
 	if err := appendConf(filepath.Join(c.dataDir, "postgresql.conf"), settings); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	err = c.startLocked()
-	c.mu.Unlock()
-	if err != nil {
+	if err := c.start(); err != nil {
 		return nil, err
 	}
 	ok = true
 	return c, nil
+}
+
+// start starts the server of a cluster being built.
+func (c *PostgresCluster) start() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.startLocked()
 }
 
 func appendConf(path string, settings map[string]string) error {

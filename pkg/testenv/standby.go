@@ -100,10 +100,7 @@ func startStandby(bins *pgBinaries, primary *PostgresCluster) (*PostgresCluster,
 	}); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	err = c.startLocked()
-	c.mu.Unlock()
-	if err != nil {
+	if err := c.start(); err != nil {
 		return nil, err
 	}
 	ok = true

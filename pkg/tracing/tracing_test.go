@@ -2,19 +2,12 @@ package tracing
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/pcp/route-processing/pkg/record"
+	"github.com/pcp/route-processing/pkg/testenv"
 )
 
 func TestExportIsOffWithoutAnEndpoint(t *testing.T) {
@@ -57,34 +50,8 @@ func TestAnUnknownProtocolNamesTheVariable(t *testing.T) {
 // arrives there in the input's trace, with the service name from
 // OTEL_SERVICE_NAME.
 func TestSpansReachARealOTLPHTTPEndpointUnderTheInputsTrace(t *testing.T) {
-	var (
-		mu   sync.Mutex
-		reqs []*collectortrace.ExportTraceServiceRequest
-	)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/traces" {
-			http.NotFound(w, r)
-			return
-		}
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		var req collectortrace.ExportTraceServiceRequest
-		if err := proto.Unmarshal(body, &req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		reqs = append(reqs, &req)
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		b, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
-		_, _ = w.Write(b)
-	}))
-	defer srv.Close()
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	otlp := testenv.NewOTLPReceiver(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.URL)
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 	t.Setenv("OTEL_SERVICE_NAME", "ingestor-under-test")
 
@@ -109,38 +76,24 @@ func TestSpansReachARealOTLPHTTPEndpointUnderTheInputsTrace(t *testing.T) {
 	if len(tp) != 55 || tp[3:35] != "0af7651916cd43dd8448eb211c80319c" || tp[36:52] == "b7ad6b7169203331" {
 		t.Fatalf("Traceparent = %q: want the input's trace id with a span id of its own", tp)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	var found bool
-	for _, req := range reqs {
-		for _, rs := range req.ResourceSpans {
-			var name string
-			for _, a := range rs.Resource.Attributes {
-				if a.Key == "service.name" {
-					name = a.Value.GetStringValue()
-				}
-			}
-			for _, ss := range rs.ScopeSpans {
-				for _, s := range ss.Spans {
-					if s.Name != "ingest batch" {
-						continue
-					}
-					found = true
-					if name != "ingestor-under-test" {
-						t.Errorf("service.name = %q, want OTEL_SERVICE_NAME's ingestor-under-test", name)
-					}
-					if string(s.ParentSpanId) != string(mustHex(t, "b7ad6b7169203331")) {
-						t.Errorf("parent span id = %x, want the input's b7ad6b7169203331", s.ParentSpanId)
-					}
-					if string(s.TraceId) != string(mustHex(t, "0af7651916cd43dd8448eb211c80319c")) {
-						t.Errorf("trace id = %x, want the input's", s.TraceId)
-					}
-				}
-			}
+	for _, sp := range otlp.Spans() {
+		if sp.Name != "ingest batch" {
+			continue
+		}
+		found = true
+		if sp.Service != "ingestor-under-test" {
+			t.Errorf("service.name = %q, want OTEL_SERVICE_NAME's ingestor-under-test", sp.Service)
+		}
+		if sp.Parent != "b7ad6b7169203331" {
+			t.Errorf("parent span id = %s, want the input's b7ad6b7169203331", sp.Parent)
+		}
+		if sp.TraceID != "0af7651916cd43dd8448eb211c80319c" {
+			t.Errorf("trace id = %s, want the input's", sp.TraceID)
 		}
 	}
 	if !found {
-		t.Fatalf("the span did not arrive at the OTLP endpoint (%d requests)", len(reqs))
+		t.Fatalf("the span did not arrive at the OTLP endpoint (%d spans)", len(otlp.Spans()))
 	}
 }
 
@@ -154,13 +107,4 @@ func TestExtractIgnoresAMalformedTraceparent(t *testing.T) {
 	if Traceparent(span) != "" {
 		t.Fatalf("a malformed traceparent produced a span context: %q", Traceparent(span))
 	}
-}
-
-func mustHex(t *testing.T, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
