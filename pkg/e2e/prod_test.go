@@ -459,13 +459,10 @@ func testPGOutageRecovery(t *testing.T, bins Binaries) {
 		exits(s),
 		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
 	checkClean(t, v, 2*n, 0)
-	// Issue 11 asks for ready and moving within 2 s. The ingestor's
-	// readiness meets it; the relay's did in most runs (0.3-0.4 s) but took
-	// 3.2 s in one CI run, so it is held to 5 s;
-	// "moving" (beyond what was in flight: the pool reconnects, then a
-	// 500-row batch commits, then the relay claims it) took 2.1-2.7 s here,
-	// so it is held to 5 s and the gap is reported with the figures above.
-	limits := map[string]time.Duration{"ingestor ready": 2 * time.Second, "relay ready": 5 * time.Second, "writing": 5 * time.Second, "publishing": 5 * time.Second}
+	// Issue 11 asks for ready and writing within 2 s. "Publishing" (beyond
+	// what was in flight) needs the ingestor's first batches written first,
+	// so it trails writing by a few hundred ms and is held to 3 s.
+	limits := map[string]time.Duration{"ingestor ready": 2 * time.Second, "relay ready": 2 * time.Second, "writing": 2 * time.Second, "publishing": 3 * time.Second}
 	for what, d := range map[string]time.Duration{"ingestor ready": ingReady, "relay ready": relayReady, "writing": writing, "publishing": publishing} {
 		if d < 0 || d > limits[what] {
 			t.Errorf("%s %s after PostgreSQL came back, want ≤ %s", what, secs(d), limits[what])
@@ -509,11 +506,8 @@ func testBrokerFreezeRecovery(t *testing.T, bins Binaries) {
 		exits(s),
 		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
 	checkClean(t, v, 2*n, 0)
-	// Issue 11 asks for 2 s. The ingestor meets it; the relay's producer
-	// took 2.7-7.4 s to reconnect to the thawed broker here (in-package,
-	// without the e2e load, 0.2 s), so the relay is held to 10 s and the gap
-	// is reported with the figures above.
-	limits := map[string]time.Duration{"ingestor ready": 2 * time.Second, "relay ready": 10 * time.Second, "publishing": 10 * time.Second}
+	// Issue 11 asks for 2 s.
+	limits := map[string]time.Duration{"ingestor ready": 2 * time.Second, "relay ready": 2 * time.Second, "publishing": 2 * time.Second}
 	for what, d := range map[string]time.Duration{"ingestor ready": ingReady, "relay ready": relayReady, "publishing": publishing} {
 		if d < 0 || d > limits[what] {
 			t.Errorf("%s %s after the broker thawed, want ≤ %s", what, secs(d), limits[what])

@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pcp/route-processing/pkg/ingest"
+	"github.com/pcp/route-processing/pkg/relay"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
 
@@ -40,8 +42,8 @@ type prodEnv struct {
 
 // newProdStack is newStack for a database and a broker the scenario made
 // itself. The retry and probe backoffs keep their production defaults
-// (INGEST_MAX_BACKOFF 30s, OUTBOX_PROBE_MAX_BACKOFF 30s, OUTBOX_POLL_INTERVAL
-// 1s): recovering within seconds must not depend on test tuning. Leases and
+// (INGEST_MAX_BACKOFF, OUTBOX_PROBE_MAX_BACKOFF, OUTBOX_POLL_INTERVAL):
+// recovering within seconds must not depend on test tuning. Leases and
 // publish backoffs are short, as in newStack, so that abandoned claims come
 // back within the test and burned attempts show up as FAILED rows.
 func newProdStack(t *testing.T, bins Binaries, name string, e prodEnv) *stack {
@@ -100,11 +102,16 @@ func newProdStack(t *testing.T, bins Binaries, name string, e prodEnv) *stack {
 	return s
 }
 
-// productionDefaults undo newStack's quick-recovery tuning, for scenarios
-// built on newStack that measure recovery with the shipped defaults.
+// ingestorDefaults and relayDefaults undo newStack's quick-recovery tuning,
+// for scenarios built on newStack that measure recovery with the shipped
+// defaults. They are read from the code, so a changed default is what the
+// scenarios measure.
 var (
-	ingestorDefaults = []string{"INGEST_MAX_BACKOFF=30s"}
-	relayDefaults    = []string{"OUTBOX_PROBE_MAX_BACKOFF=30s", "OUTBOX_POLL_INTERVAL=1s"}
+	ingestorDefaults = []string{"INGEST_MAX_BACKOFF=" + ingest.DefaultConfig().MaxBackoff.String()}
+	relayDefaults    = []string{
+		"OUTBOX_PROBE_MAX_BACKOFF=" + relay.Config{}.WithDefaults().ProbeMaxBackoff.String(),
+		"OUTBOX_POLL_INTERVAL=" + relay.Config{}.WithDefaults().PollInterval.String(),
+	}
 )
 
 // point is one sample of the monitor.

@@ -58,7 +58,7 @@ func TestDatabaseReadOnly(t *testing.T) {
 	terminateOthers(t, admin)
 	produce(20)
 	require.Eventually(t, func() bool { return r.readyz(t) != http.StatusOK }, 30*time.Second, 50*time.Millisecond)
-	// Many probe periods (500ms): pings succeed meanwhile.
+	// Many probe periods: pings succeed meanwhile.
 	for end := time.Now().Add(7 * time.Second); time.Now().Before(end); {
 		produce(3)
 		require.NotEqual(t, http.StatusOK, r.readyz(t), "ready while writes fail")

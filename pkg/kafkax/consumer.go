@@ -71,6 +71,12 @@ func NewConsumer(logger *slog.Logger, cfg ConsumerConfig) (*Consumer, error) {
 		// Polled records wait in memory while the database is down, so the
 		// prefetch queue need not be large.
 		"queued.max.messages.kbytes": 16384,
+		// With the queue over that bound (a backlog, or partitions resumed
+		// after an outage) librdkafka postpones the partition's next fetch
+		// by this much, 1 s by default: measured in pkg/e2e
+		// pg-outage-recovery, 1.3 s from resuming to the first batch
+		// written, 0.8 s at 50 ms. A check every 50 ms costs nothing.
+		"fetch.queue.backoff.ms": 50,
 	}, consumerEnforced(cfg))
 	stopLogs := bridgeLogs(logger, m, "consumer")
 	c, err := kafka.NewConsumer(&m)
