@@ -9,7 +9,9 @@
 # (30s), BENCH_FLOOR_DURATION (15s), BENCH_BACKLOG_ROWS (200000), BENCH_BUDGET
 # (13m), BENCH_RELAY_LINGER (0s: the relay's linger.ms for the stand-ins of its
 # producer), BENCH_ONLY (phases: ingest, ingest-ceiling, relay, relay-ceiling,
-# latency, floor, backlog; relay and backlog need ingest). A quick look:
+# latency, floor, backlog; relay and backlog need ingest), BENCH_SERVICE_ENV
+# (NAME=value,... added to both binaries, e.g. INGEST_BATCH_MAX_WAIT=5ms,
+# to set a setting against the defaults). A quick look:
 #   BENCH_RUNS=1 BENCH_INGEST_N=5000 BENCH_E2E_DURATION=5s \
 #   BENCH_FLOOR_DURATION=5s BENCH_REPORT=/tmp/bench.md make bench
 set -euo pipefail

@@ -58,7 +58,8 @@ type Config struct {
 	ProbeMaxBackoff time.Duration
 	// DBTimeout bounds the relay's claims, the pause-flag read, gauges and
 	// the retention sweep (default 3s); marks, retries, postpones and
-	// releases get three times as long (see writeCall). A healthy call takes milliseconds (a
+	// releases may run until their lease ends (see writeCall). A healthy
+	// call takes milliseconds (a
 	// claim or mark of 500 rows ~10-50ms, a second or so under a checkpoint
 	// stall), so 3s cuts only a hung link or a lock wait, and the relay
 	// reports "postgres" not ready within about that long of a blackhole

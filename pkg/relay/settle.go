@@ -128,7 +128,7 @@ func (r *Relay) postpone(ctx context.Context, deadline time.Time, b *batch) {
 func (r *Relay) retryDB(ctx context.Context, deadline time.Time, op string, fn func(context.Context) error) {
 	bo := backoff.New(100*time.Millisecond, r.cfg.ProbeMaxBackoff)
 	for {
-		c, cancel := r.writeCall(ctx)
+		c, cancel := r.writeCall(ctx, deadline)
 		stop := r.watchWrite(ctx, op)
 		err := fn(c)
 		stop()
@@ -149,10 +149,9 @@ func (r *Relay) retryDB(ctx context.Context, deadline time.Time, op string, fn f
 }
 
 // watchWrite probes the database when a write is still running after half
-// of DBTimeout: a write may legitimately take up to writeCall's three times
-// DBTimeout behind a backlog burst, but a hung link must show in /readyz within
-// seconds (issue 11), so a cheap read with a short timeout tells the two
-// apart. It returns the function that ends the watch.
+// of DBTimeout: a write may legitimately run until the lease ends behind a
+// backlog (writeCall), but a hung link must show in /readyz within seconds
+// (issue 11), so a cheap read with a short timeout tells the two apart. It returns the function that ends the watch.
 func (r *Relay) watchWrite(ctx context.Context, op string) (stop func()) {
 	t := time.AfterFunc(r.cfg.DBTimeout/2, func() {
 		pctx, cancel := context.WithTimeout(ctx, r.cfg.DBTimeout/2)

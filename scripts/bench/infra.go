@@ -16,7 +16,7 @@ import (
 )
 
 func (b *bench) serviceEnv(dbURL, input, out1, out2 string) []string {
-	return []string{
+	return append([]string{
 		"DATABASE_URL=" + dbURL,
 		"KAFKA_BOOTSTRAP_SERVERS=" + b.bootstrap,
 		"TOPIC_INPUT=" + input,
@@ -24,7 +24,7 @@ func (b *bench) serviceEnv(dbURL, input, out1, out2 string) []string {
 		"TOPIC_PROCESSED_ROUTE=" + out1,
 		"TOPIC_ROUTE_GEOREFERENCE=" + out2,
 		"LOG_LEVEL=info",
-	}
+	}, b.cfg.serviceEnv...)
 }
 
 func (b *bench) createTopic(name string) string {

@@ -30,6 +30,10 @@ type config struct {
 	// only names the phases to run (see phases; relay and backlog need
 	// ingest); empty runs all.
 	only []string
+	// serviceEnv is added to both binaries' environment in every phase
+	// (BENCH_SERVICE_ENV, comma-separated NAME=value), to compare a setting
+	// against the defaults run by run.
+	serviceEnv []string
 }
 
 func configFromEnv() config {
@@ -45,6 +49,9 @@ func configFromEnv() config {
 	}
 	if v := os.Getenv("BENCH_ONLY"); v != "" {
 		c.only = strings.Split(v, ",")
+	}
+	if v := os.Getenv("BENCH_SERVICE_ENV"); v != "" {
+		c.serviceEnv = strings.Split(v, ",")
 	}
 	return c
 }

@@ -148,6 +148,9 @@ func (b *bench) writeReport(table, targets string, r *results) {
 			fmt.Fprintf(&sb, "  - latency %s\n", l)
 		}
 	}
+	if len(b.cfg.serviceEnv) > 0 {
+		fmt.Fprintf(&sb, "- **Both binaries ran with `%s`** (BENCH_SERVICE_ENV) in every phase; otherwise with their defaults.\n", strings.Join(b.cfg.serviceEnv, " "))
+	}
 	sb.WriteString("- Each figure is the median of the runs counted in the table (≥ 3 when the time budget allows). Targets are reported, never enforced.\n")
 	sb.WriteString("\n### The bench's own Kafka clients\n\n")
 	for _, c := range clientSettings() {

@@ -29,7 +29,7 @@ func writeOutputs(r *run, v []target) error {
 var csvHeader = []string{"t_s", "hold", "outputs", "p50_ms", "p99_ms", "in_per_s", "out_per_s", "input_lag",
 	"pending", "oldest_pending_s", "heap_bytes", "index_bytes", "toast_bytes", "total_bytes", "live_tuples",
 	"dead_tuples", "toast_dead_tuples", "autovacuum_runs", "autovacuum_workers", "deleted_rows", "wal_bytes",
-	"claims", "claim_ms", "oldest_snapshot_s", "cpu_ingestor", "cpu_relay", "cpu_postgres", "machine_busy"}
+	"claims", "claim_ms", "oldest_snapshot_s", "cpu_ingestor", "cpu_relay", "cpu_postgres", "machine_busy", "db_read"}
 
 func writeCSV(path string, ss []sample) error {
 	f, err := os.Create(path)
@@ -50,7 +50,7 @@ func writeCSV(path string, ss []sample) error {
 			ff(s.InRate), ff(s.OutRate), i(s.InputLag), i(s.Pending), ff(s.OldestPending), i(s.Heap), i(s.Index),
 			i(s.Toast), i(s.Total()), i(s.Live), i(s.Dead), i(s.ToastDead), i(s.Autovacuums), i(s.AutovacuumActive),
 			i(s.Deleted), i(s.WAL), i(s.Claims), ff(s.ClaimMs), ff(s.SnapshotAge), ff(s.CPUIngestor), ff(s.CPURelay),
-			ff(s.CPUPostgres), ff(s.MachineBusy)})
+			ff(s.CPUPostgres), ff(s.MachineBusy), strconv.FormatBool(s.DBRead)})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {
@@ -88,7 +88,9 @@ func minutes(r *run) []minute {
 		x.in += s.InRate
 		x.out += s.OutRate
 		x.lag, x.pending, x.oldest = max(x.lag, s.InputLag), max(x.pending, s.Pending), max(x.oldest, s.OldestPending)
-		x.last = s
+		if s.DBRead || x.n == 1 {
+			x.last = s
+		}
 		x.wal += s.WAL
 		x.claimMs += s.ClaimMs * float64(s.Claims)
 		x.claims += s.Claims
@@ -133,8 +135,7 @@ func reportText(r *run, v []target, csvName, pngName string) string {
 		b.WriteString(holdText(r, p))
 	}
 	fmt.Fprintf(&b, "\n## Storage per passport\n\n%s.\n", r.passports)
-	if n := len(r.samples); n > 0 {
-		s := r.samples[n-1]
+	if s, ok := lastRead(r); ok {
 		rows := max(s.Live, 1)
 		fmt.Fprintf(&b, "\nOutbox at the end: %s for %d live rows (statistics) = %.0f bytes per live row (heap %.0f, indexes %.0f, TOAST %.0f), %d dead.\n",
 			mb(s.Total()), s.Live, float64(s.Total())/float64(rows), float64(s.Heap)/float64(rows), float64(s.Index)/float64(rows), float64(s.Toast)/float64(rows), s.Dead)

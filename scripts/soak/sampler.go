@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/pcp/route-processing/pkg/e2e"
@@ -16,6 +16,7 @@ import (
 // like. Sizes are bytes, CPU is in cores over the window.
 type sample struct {
 	T        time.Duration // since the load started
+	DBRead   bool          // the database readings (sizes, tuples, pending, claims) succeeded
 	Hold     bool          // the snapshot was held during (part of) the window
 	Outputs  int64         // output records that arrived in the window
 	P50, P99 float64       // ms, of those outputs
@@ -45,9 +46,10 @@ type sample struct {
 func (s sample) Total() int64 { return s.Heap + s.Index + s.Toast }
 
 // sampler reads the database, the broker, the processes and the load every
-// step.
+// step. It reads through a small pool: a reading cut by its timeout closes
+// its connection, and a single connection would fail every later one.
 type sampler struct {
-	conn     *pgx.Conn
+	db       *pgxpool.Pool
 	adm      *kadm.Client
 	tp       topics
 	ingestor *e2e.Proc
@@ -66,13 +68,19 @@ type sampler struct {
 }
 
 func newSampler(ctx context.Context, dbURL string, adm *kadm.Client, tp topics, ing, rel *e2e.Proc, l *load) (*sampler, error) {
-	conn, err := pgx.Connect(ctx, dbURL)
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("sampler: parse database URL: %w", err)
+	}
+	cfg.MaxConns = 2
+	db, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("sampler: connect: %w", err)
 	}
-	s := &sampler{conn: conn, adm: adm, tp: tp, ingestor: ing, relay: rel, load: l}
+	s := &sampler{db: db, adm: adm, tp: tp, ingestor: ing, relay: rel, load: l}
 	var backend int
-	if err := conn.QueryRow(ctx, `select pg_backend_pid()`).Scan(&backend); err != nil {
+	if err := db.QueryRow(ctx, `select pg_backend_pid()`).Scan(&backend); err != nil {
+		db.Close()
 		return nil, fmt.Errorf("sampler: backend pid: %w", err)
 	}
 	s.pgPID = machine.ParentPID(backend)
@@ -80,7 +88,7 @@ func newSampler(ctx context.Context, dbURL string, adm *kadm.Client, tp topics, 
 	return s, nil
 }
 
-func (s *sampler) close() { _ = s.conn.Close(context.Background()) }
+func (s *sampler) close() { s.db.Close() }
 
 const outboxSQL = `
 select pg_relation_size(c.oid),
@@ -112,8 +120,10 @@ from pg_stat_statements where query like '%with due as (%for update skip locked%
 func (s *sampler) read(ctx context.Context, w int) (sample, []error) {
 	var out sample
 	var errs []error
+	out.DBRead = true
 	note := func(what string, err error) {
 		if err != nil {
+			out.DBRead = false
 			errs = append(errs, fmt.Errorf("%s: %w", what, err))
 		}
 	}
@@ -121,12 +131,12 @@ func (s *sampler) read(ctx context.Context, w int) (sample, []error) {
 	qctx, cancel := context.WithTimeout(ctx, 8*time.Second)
 	defer cancel()
 	var wal float64
-	note("outbox size", s.conn.QueryRow(qctx, outboxSQL).Scan(&out.Heap, &out.Index, &out.Toast,
+	note("outbox size", s.db.QueryRow(qctx, outboxSQL).Scan(&out.Heap, &out.Index, &out.Toast,
 		&out.Live, &out.Dead, &out.ToastDead, &out.Autovacuums, &out.Deleted, &wal, &out.AutovacuumActive, &out.SnapshotAge))
-	note("pending", s.conn.QueryRow(qctx, pendingSQL).Scan(&out.Pending, &out.OldestPending))
+	note("pending", s.db.QueryRow(qctx, pendingSQL).Scan(&out.Pending, &out.OldestPending))
 	var claims int64
 	var claimMs float64
-	note("claim stats", s.conn.QueryRow(qctx, claimStatsSQL).Scan(&claims, &claimMs))
+	note("claim stats", s.db.QueryRow(qctx, claimStatsSQL).Scan(&claims, &claimMs))
 	ends, err1 := s.adm.ListEndOffsets(qctx, s.tp.input)
 	offs, err2 := s.adm.FetchOffsets(qctx, s.tp.group)
 	if err1 == nil && err2 == nil {
