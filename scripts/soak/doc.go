@@ -32,8 +32,8 @@
 //
 // # Knobs (environment)
 //
-// SOAK_RATE (passports/s; default 3,250 = half of the 6,503/s ingest rate of
-// bench-report.md), SOAK_MINUTES (30), SOAK_RETENTION (OUTBOX_RETENTION,
+// SOAK_RATE (passports/s; default half of the default ingest rate in the
+// bench-report.md that the last make bench wrote), SOAK_MINUTES (30), SOAK_RETENTION (OUTBOX_RETENTION,
 // 2m), SOAK_HOLD (5m; 0 = no hold), SOAK_HOLD_START (default: the hold is
 // centred in the run), SOAK_REPORT (soak-report.md at the repository top;
 // the CSV and chart are written next to it), SOAK_RELAY_ENV (extra

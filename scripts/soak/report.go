@@ -118,7 +118,7 @@ func reportText(r *run, v []target, csvName, pngName string) string {
 	p := phasesOf(r)
 	fmt.Fprintf(&b, "# Soak report\n\nWritten by `make soak` (scripts/soak.sh → scripts/soak) on %s; overwritten by each run. Total time %s.\n\n",
 		time.Now().UTC().Format(time.RFC3339), r.total.Round(time.Second))
-	fmt.Fprintf(&b, "**Run:** %d passports/s (%d events/s) for %s, `OUTBOX_RETENTION=%s`", c.rate, 2*c.rate, c.duration, c.retention)
+	fmt.Fprintf(&b, "**Run:** %d passports/s (%s; %d events/s) for %s, `OUTBOX_RETENTION=%s`", c.rate, c.rateFrom, 2*c.rate, c.duration, c.retention)
 	if c.hold > 0 {
 		fmt.Fprintf(&b, ", one REPEATABLE READ snapshot held %s–%s", mmss(p.holdFrom), mmss(p.holdTo))
 	}
