@@ -93,7 +93,8 @@ func (in *Ingestor) deadLetter(ctx context.Context, items []*item, why func(*ite
 // its value (dlq.OmitValue): the headers still say where the original is,
 // and the input topic keeps it for its retention.
 func (in *Ingestor) produceLetters(ctx context.Context, items []*item, letters []record.Record) []error {
-	defer in.dlqHealth.calls.end(in.dlqHealth.calls.start())
+	// Not cut short (nil): a cancelled produce may land all the same.
+	defer in.dlqHealth.calls.end(in.dlqHealth.calls.start(nil))
 	errs := in.deadLetters.ProduceBatch(ctx, letters)
 	for i, err := range errs {
 		if !in.deadLetters.TooLarge(err) {

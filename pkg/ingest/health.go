@@ -137,30 +137,40 @@ func (h *health) sleep(ctx context.Context, d time.Duration) bool {
 	return true
 }
 
-// callWatch knows since when the oldest outstanding call to a dependency
-// runs.
+// callWatch knows the outstanding calls to a dependency: since when the
+// oldest runs, and how to cancel those that began before a point in time.
 type callWatch struct {
 	mu   sync.Mutex
 	next uint64
-	open map[uint64]time.Time
+	open map[uint64]call
 }
 
-// start registers a call; the caller passes the id to end.
-func (w *callWatch) start() uint64 {
+type call struct {
+	start  time.Time
+	cancel context.CancelFunc // nil: not to be cut short
+	cut    bool               // cancelBefore cancelled it
+}
+
+// start registers a call and the function that cancels it (nil: never
+// cancelled); the caller passes the id to end.
+func (w *callWatch) start(cancel context.CancelFunc) uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.open == nil {
-		w.open = map[uint64]time.Time{}
+		w.open = map[uint64]call{}
 	}
 	w.next++
-	w.open[w.next] = time.Now()
+	w.open[w.next] = call{start: time.Now(), cancel: cancel}
 	return w.next
 }
 
-func (w *callWatch) end(id uint64) {
+// end unregisters a call and reports whether cancelBefore cut it short.
+func (w *callWatch) end(id uint64) (cut bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	cut = w.open[id].cut
 	delete(w.open, id)
+	return cut
 }
 
 // oldest is the age of the oldest outstanding call (0: none).
@@ -168,15 +178,32 @@ func (w *callWatch) oldest() time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var first time.Time
-	for _, t := range w.open {
-		if first.IsZero() || t.Before(first) {
-			first = t
+	for _, c := range w.open {
+		if first.IsZero() || c.start.Before(first) {
+			first = c.start
 		}
 	}
 	if first.IsZero() {
 		return 0
 	}
 	return time.Since(first)
+}
+
+// cancelBefore cancels the cancellable calls that began before t and
+// reports how many.
+func (w *callWatch) cancelBefore(t time.Time) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for id, c := range w.open {
+		if c.cancel != nil && !c.cut && c.start.Before(t) {
+			c.cancel()
+			c.cut = true
+			w.open[id] = c
+			n++
+		}
+	}
+	return n
 }
 
 // watch keeps h current with probe until ctx ends: every probeTick while h
@@ -186,20 +213,34 @@ func (w *callWatch) oldest() time.Duration {
 // retrying (idle: nothing else would find out). While one is, its success
 // ends it: the server may answer and still refuse the work (read-only
 // standby, disk full, missing table).
+//
+// A successful probe also cancels the calls that began before the last
+// failed one: they were sent while the server could not be reached, most
+// likely on a connection that a blackhole left hanging, and would otherwise
+// hold the recovery back until their own timeout. A call begun after the
+// last failed probe is never cut short, so a slow write on a database that
+// is back is not cancelled over and over.
 func (in *Ingestor) watch(ctx context.Context, h *health, probe func(context.Context) error, workers *atomic.Int32) {
 	noWorker := func() bool { return workers.Load() == 0 }
+	var lastFailed time.Time
 	for {
 		switch {
 		case h.down.Load():
-			if probeOK(ctx, probe) {
-				h.wake.broadcast()
-				h.okIf(ctx, noWorker)
+			if !probeOK(ctx, probe) {
+				lastFailed = time.Now()
+				break
 			}
+			if n := h.calls.cancelBefore(lastFailed); n > 0 {
+				h.logger.WarnContext(ctx, h.component+" answers again; cancelled the calls sent while it did not (they are retried at once)", "calls", n)
+			}
+			h.wake.broadcast()
+			h.okIf(ctx, noWorker)
 		case h.calls.oldest() >= stallAfter:
 			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 			err := probe(pctx)
 			cancel()
 			if stalled := h.calls.oldest(); err != nil && ctx.Err() == nil && stalled >= stallAfter {
+				lastFailed = time.Now()
 				h.fail(ctx, fmt.Errorf("a call is outstanding for %s and a probe failed: %w", stalled.Round(time.Millisecond), err))
 			}
 		}

@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -125,34 +126,42 @@ func (in *Ingestor) writeFast(ctx context.Context, b *batch, valid []*item) (err
 // anyway, and the server ends the transaction when the connection closes.
 const rollbackTimeout = 5 * time.Second
 
-// begin, txWrite and txCommit make one database call each, bounded by
-// Config.WriteTimeout; waits for other batches happen between them, outside
-// the bound.
-// Each registers with the database's call watch, so that a hung call
-// shows in /readyz before its timeout.
-func (in *Ingestor) begin(ctx context.Context) (store.WriteTx, error) {
-	cctx, cancel := context.WithTimeout(ctx, in.cfg.WriteTimeout)
-	defer cancel()
-	defer in.dbHealth.calls.end(in.dbHealth.calls.start())
-	return in.store.Begin(cctx)
+// begin, txWrite and txCommit make one database call each (dbCall);
+// waits for other batches happen between them, outside the bound.
+func (in *Ingestor) begin(ctx context.Context) (tx store.WriteTx, err error) {
+	err = in.dbCall(ctx, func(c context.Context) error {
+		tx, err = in.store.Begin(c)
+		return err
+	})
+	return tx, err
 }
 
 func (in *Ingestor) txWrite(ctx context.Context, tx store.WriteTx, items []*item) error {
-	cctx, cancel := context.WithTimeout(ctx, in.cfg.WriteTimeout)
-	defer cancel()
-	defer in.dbHealth.calls.end(in.dbHealth.calls.start())
 	accepted := make([]passport.Accepted, len(items))
 	for i, it := range items {
 		accepted[i] = it.acc
 	}
-	return tx.Write(cctx, accepted)
+	return in.dbCall(ctx, func(c context.Context) error { return tx.Write(c, accepted) })
 }
 
 func (in *Ingestor) txCommit(ctx context.Context, tx store.WriteTx) error {
+	return in.dbCall(ctx, tx.Commit)
+}
+
+// dbCall runs fn bounded by Config.WriteTimeout and registered with the
+// database's call watch, so that a hung call shows in /readyz before its
+// timeout and is cut short when the database answers again (see watch). A
+// call cut so fails as unavailable, not as cancelled: the write is retried
+// at once instead of abandoned.
+func (in *Ingestor) dbCall(ctx context.Context, fn func(context.Context) error) error {
 	cctx, cancel := context.WithTimeout(ctx, in.cfg.WriteTimeout)
 	defer cancel()
-	defer in.dbHealth.calls.end(in.dbHealth.calls.start())
-	return tx.Commit(cctx)
+	id := in.dbHealth.calls.start(cancel)
+	err := fn(cctx)
+	if cut := in.dbHealth.calls.end(id); cut && err != nil && ctx.Err() == nil {
+		return fmt.Errorf("database call cut short (sent while the database did not answer; it answers again): %v", err)
+	}
+	return err
 }
 
 func (in *Ingestor) rollback(ctx context.Context, tx store.WriteTx) {
