@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pcp/route-processing/pkg/e2e"
+	"github.com/pcp/route-processing/pkg/relay"
 )
 
 // runLarge (make soak-large) is issue 12 item 3: relay throughput and claim time on a
@@ -300,10 +301,10 @@ func (r *rig) sweep(url string, pool *pgxpool.Pool, backlog int) swept {
 	dr := r.drain(url, pool, backlog, "during-sweep", nil)
 	d4, w4, _, _ := read()
 	during := (d4 - d2) / time.Since(t3).Seconds()
-	text := fmt.Sprintf("Retention sweep (the relay's, `OUTBOX_RETENTION=168h`, batches of 1,000 rows, 50 ms apart) over the retained rows: "+
+	text := fmt.Sprintf("Retention sweep (the relay's, `OUTBOX_RETENTION=168h`, its default `OUTBOX_RETENTION_BATCH` of %d rows per statement) over the retained rows: "+
 		"**%.0f rows/s** alone (%.0f rows in %.0f s, %.1f ms per delete statement, **%.0f bytes of WAL per deleted row**); "+
 		"%.0f rows/s while a relay drained a backlog (%s, WAL %.0f bytes per row in that phase, marks included). "+
 		"Peak publish rate to compare with: the drain rate on the empty outbox above.",
-		alone, d2-d1, secs, stmtMs, walPerRow, during, dr, (w4-w2)/max(d4-d2, 1))
+		relay.Config{}.WithDefaults().RetentionBatch, alone, d2-d1, secs, stmtMs, walPerRow, during, dr, (w4-w2)/max(d4-d2, 1))
 	return swept{text: text, drain: dr}
 }
