@@ -430,47 +430,85 @@ func testKafkaBlackhole(t *testing.T, bins Binaries) {
 	checkNoExits(t, s)
 }
 
-// testPGOutageRecovery: PostgreSQL stopped for 20 s mid-stream and started
-// again, with the shipped backoff defaults. Both binaries ready, writing and
-// publishing within 2 s of PostgreSQL accepting connections.
-func testPGOutageRecovery(t *testing.T, bins Binaries) {
-	const n, rate = 8_000, 200
-	start := time.Now()
-	s := newStack(t, bins, "pgrecover", stackOptions{IngestorEnv: ingestorDefaults, RelayEnv: relayDefaults})
-	s.startBoth()
-	recs := GenValid(28, n)
-	p := NewProducer(t, s.bootstrap, s.topics.Input)
-	m := startMonitor(s)
+// recoveryRun is one run of a recovery scenario: the stack with the
+// shipped backoff defaults, 8,000 passports streamed at 200/s, and a 20 s
+// fault 5 s in. faulted and ended are when the fault began and ended.
+type recoveryRun struct {
+	s                     *stack
+	m                     *monitor
+	v                     verdict
+	start, faulted, ended time.Time
+}
+
+const recoveryPassports = 8_000
+
+// runRecovery streams the passports, calls fault, waits 20 s, calls end,
+// and returns once every output arrived (or converge failed the test).
+func runRecovery(t *testing.T, bins Binaries, name string, seed uint64, fault, end func(*stack)) recoveryRun {
+	const rate = 200
+	r := recoveryRun{start: time.Now()}
+	r.s = newStack(t, bins, name, stackOptions{IngestorEnv: ingestorDefaults, RelayEnv: relayDefaults})
+	r.s.startBoth()
+	recs := GenValid(seed, recoveryPassports)
+	p := NewProducer(t, r.s.bootstrap, r.s.topics.Input)
+	r.m = startMonitor(r.s)
 	streamed := streamAsync(p, recs, rate) // 40 s
 	time.Sleep(5 * time.Second)
-	s.pg.Stop(t)
+	fault(r.s)
+	r.faulted = time.Now()
 	time.Sleep(20 * time.Second)
-	s.pg.Start(t)
-	back := time.Now()
+	end(r.s)
+	r.ended = time.Now()
 	<-streamed
 	p.Wait(2 * time.Minute)
-	converge(t, s, 2*n, 2*time.Minute)
-	m.halt()
-	v := s.tally(recs)
+	converge(t, r.s, 2*recoveryPassports, 2*time.Minute)
+	r.m.halt()
+	r.v = r.s.tally(recs)
+	return r
+}
+
+// recovery is one figure of a recovery scenario and its bound.
+type recovery struct {
+	what  string
+	took  time.Duration // -1: never
+	limit time.Duration
+}
+
+// checkRecovered fails the test for each figure over its bound.
+func checkRecovered(t *testing.T, after string, figures ...recovery) {
+	t.Helper()
+	for _, f := range figures {
+		if f.took < 0 || f.took > f.limit {
+			t.Errorf("%s %s after %s, want ≤ %s", f.what, secs(f.took), after, f.limit)
+		}
+	}
+}
+
+// testPGOutageRecovery: PostgreSQL stopped for 20 s mid-stream and started
+// again, with the shipped backoff defaults. Both binaries ready within 2 s
+// of PostgreSQL accepting connections, writing and publishing soon after.
+func testPGOutageRecovery(t *testing.T, bins Binaries) {
+	r := runRecovery(t, bins, "pgrecover", 28,
+		func(s *stack) { s.pg.Stop(t) }, func(s *stack) { s.pg.Start(t) })
+	s, m, back := r.s, r.m, r.ended
 	ingReady, relayReady := m.readyAgain("ingestor", back), m.readyAgain("relay", back)
 	writing, publishing := m.moving(false, back), m.moving(true, back)
-	report(t, "pg-outage-recovery", v.String(), "outage=20s",
+	report(t, "pg-outage-recovery", r.v.String(), "outage=20s",
 		fmt.Sprintf("recovery=ready:ingestor:%s,relay:%s writing:%s publishing:%s", secs(ingReady), secs(relayReady), secs(writing), secs(publishing)),
 		exits(s),
-		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
-	checkClean(t, v, 2*n, 0)
+		fmt.Sprintf("elapsed=%s", time.Since(r.start).Round(time.Second)))
+	checkClean(t, r.v, 2*recoveryPassports, 0)
 	// Issue 11 asks for ready and writing within 2 s. Readiness takes
 	// 0.0-0.4 s. "Writing" counts rows beyond one batch, so it needs the first
 	// 500-row batch after the resume committed: 0.8-1.8 s alone, 2.0 s with
 	// the whole suite running on 2 cores; it is held to 3 s so that load
 	// alone does not fail the suite, and the figure is reported above.
 	// "Publishing" trails it by a few hundred ms (the relay needs those rows).
-	limits := map[string]time.Duration{"ingestor ready": 2 * time.Second, "relay ready": 2 * time.Second, "writing": 3 * time.Second, "publishing": 4 * time.Second}
-	for what, d := range map[string]time.Duration{"ingestor ready": ingReady, "relay ready": relayReady, "writing": writing, "publishing": publishing} {
-		if d < 0 || d > limits[what] {
-			t.Errorf("%s %s after PostgreSQL came back, want ≤ %s", what, secs(d), limits[what])
-		}
-	}
+	checkRecovered(t, "PostgreSQL came back",
+		recovery{"ingestor ready", ingReady, 2 * time.Second},
+		recovery{"relay ready", relayReady, 2 * time.Second},
+		recovery{"writing", writing, 3 * time.Second},
+		recovery{"publishing", publishing, 4 * time.Second})
 	checkNoExits(t, s)
 }
 
@@ -478,43 +516,25 @@ func testPGOutageRecovery(t *testing.T, bins Binaries) {
 // then thawed, with the shipped probe backoff. Publishing (and writing)
 // within 2 s of the thaw, both ready.
 func testBrokerFreezeRecovery(t *testing.T, bins Binaries) {
-	const n, rate = 8_000, 200
-	start := time.Now()
-	s := newStack(t, bins, "brokerrecover", stackOptions{IngestorEnv: ingestorDefaults, RelayEnv: relayDefaults})
-	s.startBoth()
-	recs := GenValid(29, n)
-	p := NewProducer(t, s.bootstrap, s.topics.Input)
-	m := startMonitor(s)
-	streamed := streamAsync(p, recs, rate) // 40 s
-	time.Sleep(5 * time.Second)
-	s.broker.Pause(t)
-	frozen := time.Now()
-	time.Sleep(20 * time.Second)
-	s.broker.Resume(t)
-	thawed := time.Now()
-	<-streamed
-	p.Wait(2 * time.Minute)
-	converge(t, s, 2*n, 2*time.Minute)
-	m.halt()
-	v := s.tally(recs)
+	r := runRecovery(t, bins, "brokerrecover", 29,
+		func(s *stack) { s.broker.Pause(t) }, func(s *stack) { s.broker.Resume(t) })
+	s, m, frozen, thawed := r.s, r.m, r.faulted, r.ended
 	relayDown, relayPolls := m.notReady("relay", frozen, thawed)
 	ingReady, relayReady := m.readyAgain("ingestor", thawed), m.readyAgain("relay", thawed)
 	// The input is frozen too (the test's producer writes to the same
 	// broker), so there is no backlog: the first growth is the recovery.
 	writing, publishing := m.movingBeyond(false, thawed, 0), m.movingBeyond(true, thawed, 0)
 	retries, _ := s.relay.Metric("route_passport_outbox_retry_total")
-	report(t, "broker-freeze-recovery", v.String(), "freeze=20s",
+	report(t, "broker-freeze-recovery", r.v.String(), "freeze=20s",
 		fmt.Sprintf("relay-not-ready=%d/%d relay-retries=%.0f", relayDown, relayPolls, retries),
 		fmt.Sprintf("recovery=ready:ingestor:%s,relay:%s writing:%s publishing:%s", secs(ingReady), secs(relayReady), secs(writing), secs(publishing)),
 		exits(s),
-		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
-	checkClean(t, v, 2*n, 0)
+		fmt.Sprintf("elapsed=%s", time.Since(r.start).Round(time.Second)))
+	checkClean(t, r.v, 2*recoveryPassports, 0)
 	// Issue 11 asks for 2 s.
-	limits := map[string]time.Duration{"ingestor ready": 2 * time.Second, "relay ready": 2 * time.Second, "publishing": 2 * time.Second}
-	for what, d := range map[string]time.Duration{"ingestor ready": ingReady, "relay ready": relayReady, "publishing": publishing} {
-		if d < 0 || d > limits[what] {
-			t.Errorf("%s %s after the broker thawed, want ≤ %s", what, secs(d), limits[what])
-		}
-	}
+	checkRecovered(t, "the broker thawed",
+		recovery{"ingestor ready", ingReady, 2 * time.Second},
+		recovery{"relay ready", relayReady, 2 * time.Second},
+		recovery{"publishing", publishing, 2 * time.Second})
 	checkNoExits(t, s)
 }
