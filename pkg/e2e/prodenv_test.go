@@ -82,15 +82,7 @@ func newProdStack(t *testing.T, bins Binaries, name string, e prodEnv) *stack {
 	t.Cleanup(pool.Close)
 	s.pool = pool
 
-	common := []string{
-		"DATABASE_URL=" + e.ServiceDB,
-		"KAFKA_BOOTSTRAP_SERVERS=" + e.Bootstrap,
-		"TOPIC_INPUT=" + s.topics.Input,
-		"TOPIC_INPUT_DLQ=" + s.topics.DLQ,
-		"TOPIC_PROCESSED_ROUTE=" + s.topics.Processed,
-		"TOPIC_ROUTE_GEOREFERENCE=" + s.topics.GeoRef,
-		"LOG_LEVEL=info",
-	}
+	common := s.topics.serviceEnv(e.ServiceDB, e.Bootstrap)
 	ingEnv := append(append([]string{}, common...), "KAFKA_CONSUMER_GROUP="+s.group)
 	relayEnv := append(append([]string{}, common...),
 		"OUTBOX_LOCK_TIMEOUT=10s",

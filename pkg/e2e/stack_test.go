@@ -23,6 +23,20 @@ type topics struct {
 	Input, DLQ, Processed, GeoRef string
 }
 
+// serviceEnv is what both binaries need to reach dbURL and bootstrap with
+// these topics.
+func (tp topics) serviceEnv(dbURL, bootstrap string) []string {
+	return []string{
+		"DATABASE_URL=" + dbURL,
+		"KAFKA_BOOTSTRAP_SERVERS=" + bootstrap,
+		"TOPIC_INPUT=" + tp.Input,
+		"TOPIC_INPUT_DLQ=" + tp.DLQ,
+		"TOPIC_PROCESSED_ROUTE=" + tp.Processed,
+		"TOPIC_ROUTE_GEOREFERENCE=" + tp.GeoRef,
+		"LOG_LEVEL=info",
+	}
+}
+
 // stackOptions shape one test's environment.
 type stackOptions struct {
 	// Partitions of the input topic (default 3).
@@ -102,15 +116,7 @@ func newStack(t *testing.T, bins Binaries, name string, opts stackOptions) *stac
 	t.Cleanup(pool.Close)
 	s.pool = pool
 
-	common := []string{
-		"DATABASE_URL=" + s.dbURL,
-		"KAFKA_BOOTSTRAP_SERVERS=" + s.bootstrap,
-		"TOPIC_INPUT=" + s.topics.Input,
-		"TOPIC_INPUT_DLQ=" + s.topics.DLQ,
-		"TOPIC_PROCESSED_ROUTE=" + s.topics.Processed,
-		"TOPIC_ROUTE_GEOREFERENCE=" + s.topics.GeoRef,
-		"LOG_LEVEL=info",
-	}
+	common := s.topics.serviceEnv(s.dbURL, s.bootstrap)
 	ingEnv := append(append([]string{}, common...),
 		"KAFKA_CONSUMER_GROUP="+s.group,
 		// Come back quickly after a database outage.
