@@ -20,29 +20,16 @@ import (
 // input, one per output topic, as the relay publishes) → the bench's
 // output consumer. What the e2e latency adds to this is the service's.
 
-type floorResults struct {
-	series []*latencySeries
-	errs   []string
-}
-
-func (b *bench) floorPhase(deadline time.Time) floorResults {
-	var r floorResults
-	for run := 0; run < b.cfg.runs; run++ {
-		for _, rate := range b.cfg.e2eRates {
-			s := seriesAt(&r.series, rate)
-			if run > 0 && !fits(deadline, s.obs) {
-				return r
-			}
-			say("bench: floor run %d/%d: two Kafka hops alone, %d records/s for %s ...", run+1, b.cfg.runs, rate, b.cfg.floorFor)
-			if err := b.floorRun(run, rate, s); err != nil {
-				r.errs = append(r.errs, err.Error())
-				return r
-			}
-			i := len(s.p50) - 1
-			say("bench:   p50 %.1f ms, p95 %.1f ms, p99 %.1f ms (%d outputs, %d missing)", s.p50[i], s.p95[i], s.p99[i], s.samples[i], s.missing[i])
+func (b *bench) floorPhase(deadline time.Time) seriesResults {
+	return b.eachRate(deadline, func(run, rate int, s *latencySeries) error {
+		say("bench: floor run %d/%d: two Kafka hops alone, %d records/s for %s ...", run+1, b.cfg.runs, rate, b.cfg.floorFor)
+		if err := b.floorRun(run, rate, s); err != nil {
+			return err
 		}
-	}
-	return r
+		i := len(s.p50) - 1
+		say("bench:   p50 %.1f ms, p95 %.1f ms, p99 %.1f ms (%d outputs, %d missing)", s.p50[i], s.p95[i], s.p99[i], s.samples[i], s.missing[i])
+		return nil
+	})
 }
 
 func (b *bench) floorRun(run, rate int, r *latencySeries) error {

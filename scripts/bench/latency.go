@@ -13,31 +13,45 @@ import (
 	"github.com/pcp/route-processing/pkg/e2e"
 )
 
-type latencyResults struct {
-	series []*latencySeries // one per rate of cfg.e2eRates
+// seriesResults are the latency series of a phase, one per rate of
+// cfg.e2eRates, and the error that ended the phase early.
+type seriesResults struct {
+	series []*latencySeries
 	errs   []string
 }
 
-// latencyPhase runs, per repetition, every rate of cfg.e2eRates, each on a
-// fresh database and topics with both binaries started anew.
-func (b *bench) latencyPhase(deadline time.Time) latencyResults {
-	var r latencyResults
+// eachRate runs fn for every repetition and every rate of cfg.e2eRates,
+// while repetitions after the first fit before deadline; the first error
+// ends the phase.
+func (b *bench) eachRate(deadline time.Time, fn func(run, rate int, s *latencySeries) error) seriesResults {
+	var r seriesResults
 	for run := 0; run < b.cfg.runs; run++ {
 		for _, rate := range b.cfg.e2eRates {
 			s := seriesAt(&r.series, rate)
 			if run > 0 && !fits(deadline, s.obs) {
 				return r
 			}
-			say("bench: latency run %d/%d: %d passports/s for %s, both binaries running ...", run+1, b.cfg.runs, rate, b.cfg.e2eFor)
-			if err := b.latencyRun(run, rate, s); err != nil {
+			if err := fn(run, rate, s); err != nil {
 				r.errs = append(r.errs, err.Error())
 				return r
 			}
-			i := len(s.p50) - 1
-			say("bench:   p50 %.1f ms, p95 %.1f ms, p99 %.1f ms (%d outputs, %d missing); %s", s.p50[i], s.p95[i], s.p99[i], s.samples[i], s.missing[i], s.slow[i])
 		}
 	}
 	return r
+}
+
+// latencyPhase runs, per repetition, every rate of cfg.e2eRates, each on a
+// fresh database and topics with both binaries started anew.
+func (b *bench) latencyPhase(deadline time.Time) seriesResults {
+	return b.eachRate(deadline, func(run, rate int, s *latencySeries) error {
+		say("bench: latency run %d/%d: %d passports/s for %s, both binaries running ...", run+1, b.cfg.runs, rate, b.cfg.e2eFor)
+		if err := b.latencyRun(run, rate, s); err != nil {
+			return err
+		}
+		i := len(s.p50) - 1
+		say("bench:   p50 %.1f ms, p95 %.1f ms, p99 %.1f ms (%d outputs, %d missing); %s", s.p50[i], s.p95[i], s.p99[i], s.samples[i], s.missing[i], s.slow[i])
+		return nil
+	})
 }
 
 func (b *bench) latencyRun(run, rate int, r *latencySeries) error {

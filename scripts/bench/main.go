@@ -86,8 +86,8 @@ type results struct {
 	ingCeil ingestCeilingResults
 	rel     relayResults
 	relCeil relayCeilingResults
-	lat     latencyResults
-	floor   floorResults
+	lat     seriesResults
+	floor   seriesResults
 	blg     backlogResults
 }
 
