@@ -7,10 +7,11 @@
 // One goroutine, the poll loop in [Ingestor.Run], owns the Kafka consumer: it
 // polls, groups records into batches (up to Config.BatchSize records and
 // Config.BatchBytes bytes; by default, Config.BatchMaxWait 0, whatever has
-// arrived when a pipeline slot is free, so batches grow with the load and
-// an idle record waits for nothing), hands each batch to a batch goroutine,
-// takes the batch's result back, and commits. Rebalance callbacks run inside
-// Poll on that same goroutine, so a commit can never race a revocation.
+// arrived when a pipeline slot is free and the batch ahead has run its
+// statements, so batches grow with the load and an idle record waits for
+// nothing), hands each batch to a batch goroutine, takes the batch's result
+// back, and commits. Rebalance callbacks run inside Poll on that same
+// goroutine, so a commit can never race a revocation.
 //
 // # Pipeline
 //
@@ -58,7 +59,7 @@
 //     failing while pings succeed is split in halves. Each database call
 //     of a write is bounded by Config.WriteTimeout (INGEST_DB_TIMEOUT); a
 //     timeout is an outage, never a rejection. While the database is down
-//     it is pinged every 500ms, and each successful ping ends the retries'
+//     it is pinged every 250ms, and each successful ping ends the retries'
 //     backoff sleep, so writing resumes within a tick of its return; while
 //     it is up, a call outstanding for a second triggers a ping, whose
 //     failure reports the outage before the call's own timeout (health.go).

@@ -566,6 +566,37 @@ func TestFakeNaturalBatching(t *testing.T) {
 	require.Less(t, time.Since(start), 500*time.Millisecond, "a lone record does not wait for company")
 }
 
+// While the batch in flight runs its statements, the next batch waits and
+// takes everything that arrived meanwhile: at a steady trickle the second
+// pipeline slot does not carry one record per transaction.
+func TestFakeNaturalBatchingWaitsForTheWriteAhead(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	s := newFakeStore()
+	release := make(chan struct{})
+	var calls atomic.Int32
+	s.setFail(func([]passport.Accepted) error {
+		if calls.Add(1) == 1 {
+			<-release // the first batch's statements are running
+		}
+		return nil
+	})
+	startFake(t, c, s, &fakeDLQ{})
+	c.add(0, values(t, 1)...)
+	require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, time.Millisecond)
+	for _, v := range values(t, 5) {
+		c.add(0, v)
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	require.Equal(t, int32(1), calls.Load(), "no second write while the first one runs")
+	close(release)
+	require.Eventually(t, func() bool { return s.routes() == 6 }, 5*time.Second, time.Millisecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.Equal(t, []int{1, 5}, s.counts, "the lone record at once, then all that arrived behind it in one batch")
+}
+
 // A batch that waits (BatchMaxWait > 0) still goes after BatchMaxWait
 // while records keep arriving.
 func TestFakeBatchMaxWait(t *testing.T) {

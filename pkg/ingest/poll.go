@@ -63,8 +63,9 @@ func (in *Ingestor) pollTimeout() time.Duration {
 		// that Poll cannot watch, so look again soon.
 		return 2 * time.Millisecond
 	case len(in.pending) > 0:
-		if in.inflight >= in.cfg.Pipeline {
-			// Waiting for a slot, as above.
+		if in.inflight >= in.cfg.Pipeline || in.held() {
+			// Waiting for a slot, or for the batch in flight to have
+			// written, as above.
 			return 2 * time.Millisecond
 		}
 		if in.cfg.BatchMaxWait == 0 {
@@ -100,9 +101,30 @@ func (in *Ingestor) batchDue() bool {
 	return time.Since(in.pendingSince) >= in.cfg.BatchMaxWait
 }
 
+// held reports whether a batch that is not full must wait because the
+// newest batch in flight has not yet run its statements. Dispatched at once,
+// the second slot would take the one or two records that arrived since the
+// first batch left, and at a steady rate every other transaction would carry
+// almost nothing: the same records in twice the transactions, on a database
+// that is CPU-bound. Held until the batch ahead is committing, the next
+// batch takes what arrived meanwhile, so batches grow with the load; an idle
+// record, with nothing in flight, still goes at once. A full batch is never
+// held: under a backlog its parsing overlaps the write ahead of it.
+func (in *Ingestor) held() bool {
+	if in.last == nil || in.batchFull() {
+		return false
+	}
+	select {
+	case <-in.last.applied:
+		return false
+	default:
+		return true
+	}
+}
+
 // dispatch starts batches while there are slots and due batches.
 func (in *Ingestor) dispatch(ctx context.Context) {
-	for in.inflight < in.cfg.Pipeline && len(in.pending) > 0 && in.batchDue() {
+	for in.inflight < in.cfg.Pipeline && len(in.pending) > 0 && in.batchDue() && !in.held() {
 		// Up to BatchSize records and BatchBytes bytes, at least one.
 		n, size := 0, 0
 		for n < len(in.pending) && n < in.cfg.BatchSize {
