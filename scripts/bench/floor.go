@@ -117,7 +117,7 @@ func (b *bench) floorRun(run, rate int, r *latencySeries) error {
 	}
 	start := time.Now()
 	n := rate * int(b.cfg.floorFor/time.Second)
-	const warmup = 1
+	warmup := b.warmupRecords(rate)
 	recs := e2e.GenValid(uint64(200+run), warmup+n)
 	for i := range recs {
 		recs[i].Key = []byte(strconv.Itoa(i))

@@ -78,7 +78,7 @@ func (b *bench) latencyRun(run, rate int, r *latencySeries) error {
 	}
 
 	n := rate * int(b.cfg.e2eFor/time.Second)
-	const warmup = 1
+	warmup := b.warmupRecords(rate)
 	recs := e2e.GenValid(uint64(100+run), warmup+n)
 	index := make(map[string]int, len(recs))
 	for i, rec := range recs {

@@ -25,8 +25,11 @@ type config struct {
 	e2eRates      []int // passports/s, each a series of the latency and floor phases
 	e2eFor        time.Duration
 	floorFor      time.Duration
-	backlogRows   int
-	budget        time.Duration
+	// warmFor is how long each latency and floor run streams at its rate
+	// before the clock starts (not counted).
+	warmFor     time.Duration
+	backlogRows int
+	budget      time.Duration
 	// only names the phases to run (see phases; relay and backlog need
 	// ingest); empty runs all.
 	only []string
@@ -44,6 +47,7 @@ func configFromEnv() config {
 		e2eRates:      envInts("BENCH_E2E_RATES", []int{1_000, 4_000}),
 		e2eFor:        envDur("BENCH_E2E_DURATION", 30*time.Second),
 		floorFor:      envDur("BENCH_FLOOR_DURATION", 15*time.Second),
+		warmFor:       envDur("BENCH_E2E_WARMUP", 10*time.Second),
 		backlogRows:   envInt("BENCH_BACKLOG_ROWS", 200_000),
 		budget:        envDur("BENCH_BUDGET", 13*time.Minute),
 	}

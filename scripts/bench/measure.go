@@ -26,9 +26,12 @@ type stream struct {
 	outTopics []string
 	perInput  int // output records per input record
 	identify  func(*kgo.Record) (int, bool)
-	// warmup is how many of the first records go through alone before the
-	// clock starts, their outputs awaited and not counted: the group
-	// joined, every client connected, as a service that has been running.
+	// warmup is how many of the first records are not counted. The first
+	// goes through alone and its outputs are awaited (the group joined,
+	// every client connected); the others follow at rate just before the
+	// counted ones, so that the clock starts on a system already in its
+	// steady state at that rate (batch sizes, caches, table and WAL files
+	// grown), as a service that has been running, not on a fresh one.
 	warmup int
 	// started runs once the consumer has joined, just before the first
 	// record; stopped runs after the last output (or the wait's end).
@@ -45,7 +48,7 @@ func (b *bench) runStream(s stream) (streamed, error) {
 	n := len(s.recs)
 	sent := make([]time.Time, n)
 	res := streamed{slowest: map[int]time.Duration{}}
-	warmSeen := 0
+	firstSeen := 0 // outputs of record 0
 	cl, err := b.outputConsumer(s.outTopics...)
 	if err != nil {
 		return res, fmt.Errorf("output consumer: %w", err)
@@ -76,7 +79,9 @@ func (b *bench) runStream(s stream) (streamed, error) {
 					return
 				}
 				if i < s.warmup {
-					warmSeen++
+					if i == 0 {
+						firstSeen++
+					}
 					res.seen++
 					return
 				}
@@ -98,21 +103,20 @@ func (b *bench) runStream(s stream) (streamed, error) {
 	time.Sleep(time.Second)
 
 	prod := e2e.NewProducer(b.t, b.bootstrap, s.inTopic, inputProducerOpts()...)
-	for i := range s.warmup {
-		prod.Send(i, s.recs[i].Key, s.recs[i].Value)
-	}
+	prod.Send(0, s.recs[0].Key, s.recs[0].Value)
 	for waited := time.Duration(0); ; waited += 10 * time.Millisecond {
 		mu.Lock()
-		warm := warmSeen >= s.perInput*s.warmup
+		first := firstSeen >= s.perInput
 		mu.Unlock()
-		if warm {
+		if first {
 			break
 		}
 		if waited > 90*time.Second {
-			return res, fmt.Errorf("the %d warm-up records' outputs did not arrive within 90 s", s.warmup)
+			return res, fmt.Errorf("the first warm-up record's outputs did not arrive within 90 s")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	prod.Stream(context.Background(), s.recs[1:s.warmup], s.rate, nil)
 	if s.started != nil {
 		s.started()
 	}
@@ -186,4 +190,10 @@ func find(ss []*latencySeries, rate int) *latencySeries {
 		}
 	}
 	return nil
+}
+
+// warmupRecords is the uncounted start of a stream at rate: one record
+// alone, then BENCH_E2E_WARMUP at the rate.
+func (b *bench) warmupRecords(rate int) int {
+	return 1 + int(int64(rate)*int64(b.cfg.warmFor)/int64(time.Second))
 }

@@ -138,9 +138,9 @@ func (b *bench) writeReport(table, targets string, r *results) {
 	for _, s := range r.lat.series {
 		samples, missing, maxes = append(samples, s.samples...), append(missing, s.missing...), append(maxes, s.max...)
 	}
-	fmt.Fprintf(&sb, "- **Latency**: at each rate of %v, both binaries running on a fresh database and topics; after one warm-up passport through the whole path (its outputs awaited, not counted), a producer sends valid passports at a steady rate, noting each send time by routeId; a consumer on both output topics takes receive time − send time for each output record (two per passport). Percentiles over every output record of the run (samples per run: %v; missing outputs per run: %v; max ms per run: %v).\n",
-		b.cfg.e2eRates, samples, missing, roundAll(maxes))
-	fmt.Fprintf(&sb, "- **Floor**: the same producer and output consumer, with the service replaced by a consumer with the ingestor's settings that hands what it polled at once to a producer with the relay's settings (two records per input); %s per rate.\n", b.cfg.floorFor)
+	fmt.Fprintf(&sb, "- **Latency**: at each rate of %v, both binaries running on a fresh database and topics; after one warm-up passport through the whole path (its outputs awaited) and %s more at the same rate (not counted: the clock starts on a system in its steady state at that rate, not on a fresh database and process), a producer sends valid passports at a steady rate, noting each send time by routeId; a consumer on both output topics takes receive time − send time for each output record (two per passport). Percentiles over every output record of the run (samples per run: %v; missing outputs per run: %v; max ms per run: %v).\n",
+		b.cfg.e2eRates, b.cfg.warmFor, samples, missing, roundAll(maxes))
+	fmt.Fprintf(&sb, "- **Floor**: the same producer and output consumer, with the service replaced by a consumer with the ingestor's settings that hands what it polled at once to a producer with the relay's settings (two records per input); the same warm-up, then %s per rate.\n", b.cfg.floorFor)
 	fmt.Fprintf(&sb, "- **Backlog**: the ingest database grown by SQL to %s outbox rows (copies of the real passports and payloads with new ids; built in %s), copied per run; time from relay process start until every row is published.\n",
 		groupDigits(int64(blg.rows)), blg.build.Round(time.Second))
 	for _, s := range r.lat.series {
