@@ -1,4 +1,10 @@
 package store
 
-// DeletePublishedSQL is the retention statement, for plan tests.
-const DeletePublishedSQL = deletePublishedSQL
+// The statements, for plan tests.
+const (
+	DeletePublishedSQL = deletePublishedSQL
+	MarkPublishedSQL   = markPublishedSQL
+	RetrySQL           = retrySQL
+	ReleaseSQL         = releaseSQL
+	PostponeSQL        = postponeSQL
+)
