@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -45,16 +46,7 @@ func TestOutboxLeaseStatementsUseThePrimaryKey(t *testing.T) {
 		"release":  {store.ReleaseSQL, []any{ids, tokens}},
 		"postpone": {store.PostponeSQL, []any{ids, tokens, errs, delays}},
 	} {
-		plan, err := b.pool.Query(ctx, `explain `+q.sql, q.args...)
-		require.NoError(t, err, name)
-		var lines []string
-		for plan.Next() {
-			var l string
-			require.NoError(t, plan.Scan(&l))
-			lines = append(lines, l)
-		}
-		require.NoError(t, plan.Err(), name)
-		text := strings.Join(lines, "\n")
+		text := explain(ctx, t, b, q.sql, q.args...)
 		require.Contains(t, text, "route_passport_outbox_pkey", "%s plan:\n%s", name, text)
 		require.NotContains(t, text, "route_passport_outbox_pending_idx", "%s plan:\n%s", name, text)
 	}
@@ -62,4 +54,19 @@ func TestOutboxLeaseStatementsUseThePrimaryKey(t *testing.T) {
 	n, err := b.outbox.MarkPublished(ctx, leasesOf(rows))
 	require.NoError(t, err)
 	require.EqualValues(t, 300, n, "every lease marked")
+}
+
+// explain is the text of EXPLAIN sql with args.
+func explain(ctx context.Context, t *testing.T, b *outboxBundle, sql string, args ...any) string {
+	t.Helper()
+	rows, err := b.pool.Query(ctx, `explain `+sql, args...)
+	require.NoError(t, err)
+	var lines []string
+	for rows.Next() {
+		var l string
+		require.NoError(t, rows.Scan(&l))
+		lines = append(lines, l)
+	}
+	require.NoError(t, rows.Err())
+	return strings.Join(lines, "\n")
 }

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -384,16 +383,7 @@ func TestOutboxRetentionUsesIndex(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.pool.Exec(ctx, `vacuum analyze route_passport_outbox`)
 	require.NoError(t, err)
-	rows, err := b.pool.Query(ctx, `explain `+store.DeletePublishedSQL, time.Hour.Microseconds(), 1000)
-	require.NoError(t, err)
-	var lines []string
-	for rows.Next() {
-		var l string
-		require.NoError(t, rows.Scan(&l))
-		lines = append(lines, l)
-	}
-	require.NoError(t, rows.Err())
-	text := strings.Join(lines, "\n")
+	text := explain(ctx, t, b, store.DeletePublishedSQL, time.Hour.Microseconds(), 1000)
 	t.Logf("plan:\n%s", text)
 	require.Contains(t, text, "route_passport_outbox_published_idx")
 	require.NotContains(t, text, "Seq Scan")
