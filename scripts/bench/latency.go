@@ -28,10 +28,13 @@ func (b *bench) eachRate(deadline time.Time, fn func(run, rate int, s *latencySe
 	for run := 0; run < b.cfg.runs; run++ {
 		for _, rate := range b.cfg.e2eRates {
 			s := seriesAt(&r.series, rate)
-			if run > 0 && !fits(deadline, s.obs) {
+			if run > 0 && !fits(deadline, s.took) {
 				return r
 			}
-			if err := fn(run, rate, s); err != nil {
+			began := time.Now()
+			err := fn(run, rate, s)
+			s.took = append(s.took, observation{wall: time.Since(began)})
+			if err != nil {
 				r.errs = append(r.errs, err.Error())
 				return r
 			}

@@ -157,7 +157,8 @@ type latencySeries struct {
 	samples            []int
 	missing            []int
 	slow               []string
-	obs                []observation
+	obs                []observation               // the sampler's window of each run (latency only)
+	took               []observation               // each whole run, set up to torn down: what fits weighs
 	stages             []map[string]stageQuantiles // per run, "binary stage" → quantiles
 }
 
