@@ -38,7 +38,8 @@ import (
 // leases over 68,000 pending rows in the soak), and the slow marks grow the
 // backlog that slows them. By id, the primary key serves each lease.
 type Outbox struct {
-	pool *pgxpool.Pool
+	pool    *pgxpool.Pool
+	orphans orphanedClaims // failed claims whose leases may still be taken
 }
 
 // NewOutbox returns the outbox queries on pool.
@@ -80,13 +81,14 @@ where o.id = kept.id
 returning o.id, o.route_id, o.event_type, o.topic, o.message_key, o.payload, o.headers::text,
           o.attempts, o.created_at, kept.candidates`
 
-// releaseTokenSQL gives back every lease of one claim. Used only when a claim
-// failed after its statement may have run; status = 'PENDING' lets it use
-// the PENDING partial index instead of reading the whole table.
-const releaseTokenSQL = `
+// releaseTokensSQL gives back every lease of the claims with these tokens.
+// Used only when a claim failed after its statement may have run;
+// status = 'PENDING' lets it use the PENDING partial index instead of
+// reading the whole table.
+const releaseTokensSQL = `
 update route_passport_outbox
 set locked_until = null, lock_token = null
-where status = 'PENDING' and lock_token = $1::uuid`
+where status = 'PENDING' and lock_token = any($1::text[]::uuid[])`
 
 // Claim leases up to limit due PENDING rows, oldest first, for lease,
 // stopping before the claimed payloads' stored sizes (pg_column_size: after
@@ -103,7 +105,8 @@ where status = 'PENDING' and lock_token = $1::uuid`
 // the claim fails after its statement may have run (lost connection, a
 // cancelled context while reading the rows), the leases of this claim are
 // given back (best effort), so that the rows are not stranded until the
-// lease expires.
+// lease expires. When that give-back fails too, the token is remembered and
+// given back again by later claims (see orphanedClaims).
 func (o *Outbox) Claim(ctx context.Context, limit int, maxBytes int64, lease time.Duration) (claimed []outbox.Row, more bool, err error) {
 	return o.ClaimFrom(ctx, time.Time{}, limit, maxBytes, lease)
 }
@@ -116,10 +119,11 @@ func (o *Outbox) Claim(ctx context.Context, limit int, maxBytes int64, lease tim
 // instead of visiting each on every claim. Rows below from are not claimed;
 // choosing from so that none is starved is the caller's job.
 func (o *Outbox) ClaimFrom(ctx context.Context, from time.Time, limit int, maxBytes int64, lease time.Duration) (claimed []outbox.Row, more bool, err error) {
+	o.releaseOrphans(ctx)
 	token := uuid.New()
 	rows, err := o.pool.Query(ctx, claimSQL, limit, lease.Microseconds(), token.String(), maxBytes, lowerBound(from))
 	if err != nil {
-		o.releaseToken(ctx, token)
+		o.releaseToken(ctx, token, lease)
 		return nil, false, fmt.Errorf("claim outbox rows: %w", err)
 	}
 	out := make([]outbox.Row, 0, min(limit, 1024))
@@ -129,7 +133,7 @@ func (o *Outbox) ClaimFrom(ctx context.Context, from time.Time, limit int, maxBy
 		r := outbox.Row{Token: token}
 		if err := rows.Scan(&r.ID, &r.RouteID, &r.EventType, &r.Topic, &r.Key, &r.Payload, &headers, &r.Attempts, &r.CreatedAt, &candidates); err != nil {
 			rows.Close()
-			o.releaseToken(ctx, token)
+			o.releaseToken(ctx, token, lease)
 			return nil, false, fmt.Errorf("scan claimed outbox row: %w", err)
 		}
 		var m map[string]string
@@ -141,7 +145,7 @@ func (o *Outbox) ClaimFrom(ctx context.Context, from time.Time, limit int, maxBy
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		o.releaseToken(ctx, token)
+		o.releaseToken(ctx, token, lease)
 		return nil, false, fmt.Errorf("claim outbox rows: %w", err)
 	}
 	// Oldest first, as claimed: UPDATE … RETURNING does not keep the CTE's
@@ -155,7 +159,8 @@ func (o *Outbox) ClaimFrom(ctx context.Context, from time.Time, limit int, maxBy
 // claim usually failed because the link or the server is in trouble, and
 // the caller's own timeout (relay.Config.DBTimeout) must not be doubled by
 // a second hung statement; healthy, it takes milliseconds. Leases it cannot
-// give back expire (OUTBOX_LOCK_TIMEOUT): delayed, never lost.
+// give back are given back by later claims (orphanedClaims) or expire
+// (OUTBOX_LOCK_TIMEOUT): delayed, never lost.
 const releaseTokenTimeout = 500 * time.Millisecond
 
 // lowerBound is from as a timestamptz parameter; the zero time is
@@ -191,13 +196,26 @@ func (o *Outbox) PendingFloor(ctx context.Context, from time.Time, margin time.D
 	return floor, nil
 }
 
-// releaseToken gives back the leases of a failed claim, on a context that
-// outlives a cancelled ctx, for at most releaseTokenTimeout. Errors are
-// ignored: at worst the leases expire.
-func (o *Outbox) releaseToken(ctx context.Context, token uuid.UUID) {
+// releaseToken gives back the leases of a failed claim. When that fails,
+// the token is remembered for later claims to give back: the claim may
+// still run on the server after the link heals.
+func (o *Outbox) releaseToken(ctx context.Context, token uuid.UUID, lease time.Duration) {
+	if err := o.giveBack(ctx, []uuid.UUID{token}); err != nil {
+		o.orphans.add(token, lease, time.Now())
+	}
+}
+
+// giveBack runs releaseTokensSQL on a context that outlives a cancelled
+// ctx, for at most releaseTokenTimeout.
+func (o *Outbox) giveBack(ctx context.Context, tokens []uuid.UUID) error {
 	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTokenTimeout)
 	defer cancel()
-	_, _ = o.pool.Exec(c, releaseTokenSQL, token.String())
+	ts := make([]string, len(tokens))
+	for i, t := range tokens {
+		ts[i] = t.String()
+	}
+	_, err := o.pool.Exec(c, releaseTokensSQL, ts)
+	return err
 }
 
 // leaseArrays turns leases into the text arrays the statements unnest.

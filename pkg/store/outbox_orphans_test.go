@@ -1,0 +1,75 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/outbox"
+	"github.com/pcp/route-processing/pkg/relay/relaytest"
+	"github.com/pcp/route-processing/pkg/store"
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+// TestOutboxClaimAnsweredTooLate: the link delays every answer beyond the
+// claim's timeout, so a claim runs on the server, leases its rows, and fails
+// on the client; the give-back sent at once fails the same way. The rows
+// then hold a lease nobody has. Once the link is fast again the next claim
+// gives that lease back and gets the rows, instead of every relay waiting a
+// whole lease (here 1 min) for them.
+func TestOutboxClaimAnsweredTooLate(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cluster := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	cluster.CreateDatabase(t, "late_claim", true)
+	proxy := testenv.NewFaultProxy(t, "pg", cluster.Addr())
+	direct, err := store.Open(ctx, cluster.URLAt(cluster.Addr(), "late_claim"))
+	require.NoError(t, err)
+	t.Cleanup(direct.Close)
+	pool, err := store.Open(ctx, cluster.URLAt(proxy.Addr(), "late_claim"))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	ob := store.NewOutbox(pool)
+
+	// One open connection through the proxy, so that the claim below is
+	// sent at once rather than stuck in a connection attempt.
+	rows, _, err := ob.Claim(ctx, 10, 0, time.Minute)
+	require.NoError(t, err)
+	require.Empty(t, rows)
+	relaytest.MustInsert(t, direct, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
+	proxy.Latency(t, 2*time.Second, 0)
+	failing, stop := context.WithTimeout(ctx, time.Second)
+	_, _, err = ob.Claim(failing, 10, 0, time.Minute)
+	stop()
+	require.Error(t, err, "a claim whose answer takes 2 s, with a 1 s timeout")
+	deadline := time.Now().Add(10 * time.Second)
+	for leased(ctx, t, direct) < 3 {
+		require.True(t, time.Now().Before(deadline), "the late claim did not lease the rows on the server within 10 s")
+		time.Sleep(20 * time.Millisecond)
+	}
+	proxy.Heal(t, "latency")
+
+	start := time.Now()
+	var got []outbox.Row
+	for len(got) < 3 && time.Since(start) < 5*time.Second {
+		more, _, err := ob.Claim(ctx, 10, 0, time.Minute)
+		if err == nil {
+			got = append(got, more...)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Len(t, got, 3, "the rows of the claim that failed are claimed again within 5 s of the heal, not after their 1 min lease")
+	t.Logf("figures: rows of the claim answered too late claimed again %.2fs after the heal", time.Since(start).Seconds())
+}
+
+// leased counts the outbox rows that hold a lease.
+func leased(ctx context.Context, t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `select count(*) from route_passport_outbox where lock_token is not null`).Scan(&n))
+	return n
+}
