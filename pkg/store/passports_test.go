@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -81,6 +82,32 @@ func TestPassportsWrite(t *testing.T) {
 			n++
 		}
 		require.Equal(t, 2, n)
+	})
+
+	t.Run("EachEventStoresItsOwnPayload", func(t *testing.T) {
+		t.Parallel()
+		pool := testenv.Pool(t)
+		s := store.NewPassports(pool, 7)
+		var batch []passport.Accepted
+		for i := 0; i < 3; i++ {
+			batch = append(batch, passportRecord(t, uuid.NewString(), fmt.Sprintf("route %d", i), "trace", int64(i)))
+		}
+		// Events that are not one document under two types are stored as
+		// they are, type included.
+		odd := passportRecord(t, uuid.NewString(), "odd", "trace", 9)
+		odd.Events[0].Payload = []byte(`{"type":"SomethingElse","data":{"n":1}}`)
+		odd.Events[1].Payload = []byte(`{"data":{"n":2},"type":"` + odd.Events[1].Type + `"}`)
+		batch = append(batch, odd)
+		require.NoError(t, s.Write(ctx, batch))
+		for _, acc := range batch {
+			for _, ev := range acc.Events {
+				var same bool
+				var stored string
+				require.NoError(t, pool.QueryRow(ctx, "select payload = $2::jsonb, payload::text from route_passport_outbox where id = $1",
+					ev.ID, string(ev.Payload)).Scan(&same, &stored))
+				require.True(t, same, "event %s of %s: stored %s, want %s", ev.Type, acc.Passport.RouteID, stored, ev.Payload)
+			}
+		}
 	})
 
 	t.Run("NulRejectedAsRecord", func(t *testing.T) {

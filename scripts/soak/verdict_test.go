@@ -1,0 +1,35 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+// TestHalfPeaks: a saw-tooth that does not grow passes peak against peak,
+// one that grows does not, and readings that failed or lie outside the
+// range are left out.
+func TestHalfPeaks(t *testing.T) {
+	at := func(min float64, mb int64, read bool) sample {
+		return sample{T: time.Duration(min * float64(time.Minute)), DBRead: read, Heap: mb * 1e6}
+	}
+	flat := []sample{
+		at(20, 9000, true), // before from: the hold's bloat
+		at(23, 1300, true), at(24, 1430, true), at(25, 1330, true),
+		at(27, 1290, true), at(28, 1420, true), at(29, 9999, false), at(30, 1470, true),
+	}
+	first, second, ok := halfPeaks(flat, 22*time.Minute, 30*time.Minute)
+	if !ok || first != 1430e6 || second != 1470e6 {
+		t.Fatalf("halfPeaks(flat) = %d, %d, %v; want 1430 MB, 1470 MB, true", first, second, ok)
+	}
+	if float64(second) > 1.05*float64(first) {
+		t.Fatalf("a flat saw-tooth judged as growth: %d then %d", first, second)
+	}
+	growing := []sample{at(23, 1300, true), at(25, 1400, true), at(27, 1600, true), at(29, 1800, true)}
+	first, second, _ = halfPeaks(growing, 22*time.Minute, 30*time.Minute)
+	if float64(second) <= 1.05*float64(first) {
+		t.Fatalf("growth 1400 → 1800 MB not seen: %d then %d", first, second)
+	}
+	if _, _, ok := halfPeaks(flat[:3], 22*time.Minute, 30*time.Minute); ok {
+		t.Fatal("no reading in the second half, yet ok")
+	}
+}
