@@ -7,8 +7,8 @@
 # Knobs (environment): BENCH_RUNS (3), BENCH_INGEST_N (25000),
 # BENCH_PER_MESSAGE_CAP (30s), BENCH_E2E_RATES (1000,4000), BENCH_E2E_DURATION
 # (30s), BENCH_E2E_WARMUP (10s at the rate before each latency and floor run,
-# not counted), BENCH_FLOOR_DURATION (15s), BENCH_BACKLOG_ROWS (200000), BENCH_BUDGET
-# (13m), BENCH_RELAY_LINGER (0s: the relay's linger.ms for the stand-ins of its
+# not counted; 0: none), BENCH_FLOOR_DURATION (15s), BENCH_BACKLOG_ROWS (200000), BENCH_BUDGET
+# (16m), BENCH_RELAY_LINGER (0s: the relay's linger.ms for the stand-ins of its
 # producer), BENCH_ONLY (phases: ingest, ingest-ceiling, relay, relay-ceiling,
 # latency, floor, backlog; relay and backlog need ingest), BENCH_SERVICE_ENV
 # (NAME=value,... added to both binaries, e.g. INGEST_BATCH_MAX_WAIT=5ms,

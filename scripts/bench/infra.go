@@ -118,6 +118,15 @@ func envInts(name string, def []int) []int {
 	return out
 }
 
+// envDurOrOff is envDur for a duration whose 0 means "none" (a warm-up
+// that can be turned off).
+func envDurOrOff(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v == 0 {
+		return 0
+	}
+	return envDur(name, def)
+}
+
 func envDur(name string, def time.Duration) time.Duration {
 	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
 		return v

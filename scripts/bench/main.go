@@ -47,9 +47,9 @@ func configFromEnv() config {
 		e2eRates:      envInts("BENCH_E2E_RATES", []int{1_000, 4_000}),
 		e2eFor:        envDur("BENCH_E2E_DURATION", 30*time.Second),
 		floorFor:      envDur("BENCH_FLOOR_DURATION", 15*time.Second),
-		warmFor:       envDur("BENCH_E2E_WARMUP", 10*time.Second),
+		warmFor:       envDurOrOff("BENCH_E2E_WARMUP", 10*time.Second),
 		backlogRows:   envInt("BENCH_BACKLOG_ROWS", 200_000),
-		budget:        envDur("BENCH_BUDGET", 13*time.Minute),
+		budget:        envDur("BENCH_BUDGET", 16*time.Minute),
 	}
 	if v := os.Getenv("BENCH_ONLY"); v != "" {
 		c.only = strings.Split(v, ",")
