@@ -81,14 +81,16 @@ where o.id = kept.id
 returning o.id, o.route_id, o.event_type, o.topic, o.message_key, o.payload, o.headers::text,
           o.attempts, o.created_at, kept.candidates`
 
-// releaseTokensSQL gives back every lease of the claims with these tokens.
-// Used only when a claim failed after its statement may have run;
-// status = 'PENDING' lets it use the PENDING partial index instead of
-// reading the whole table.
+// releaseTokensSQL gives back every lease of the claims with these tokens
+// that claimed from $2 on. Used only when a claim failed after its statement
+// may have run. status = 'PENDING' and the bound let it read the PENDING
+// partial index from where the claims read it, instead of the whole table
+// or the whole index: under a held snapshot the index keeps every entry
+// vacuum could not prune, and a give-back over all of them takes seconds.
 const releaseTokensSQL = `
 update route_passport_outbox
 set locked_until = null, lock_token = null
-where status = 'PENDING' and lock_token = any($1::text[]::uuid[])`
+where status = 'PENDING' and next_attempt_at >= $2 and lock_token = any($1::text[]::uuid[])`
 
 // Claim leases up to limit due PENDING rows, oldest first, for lease,
 // stopping before the claimed payloads' stored sizes (pg_column_size: after
@@ -123,7 +125,7 @@ func (o *Outbox) ClaimFrom(ctx context.Context, from time.Time, limit int, maxBy
 	token := uuid.New()
 	rows, err := o.pool.Query(ctx, claimSQL, limit, lease.Microseconds(), token.String(), maxBytes, lowerBound(from))
 	if err != nil {
-		o.releaseToken(ctx, token, lease)
+		o.releaseToken(ctx, token, from, lease)
 		return nil, false, fmt.Errorf("claim outbox rows: %w", err)
 	}
 	out := make([]outbox.Row, 0, min(limit, 1024))
@@ -133,7 +135,7 @@ func (o *Outbox) ClaimFrom(ctx context.Context, from time.Time, limit int, maxBy
 		r := outbox.Row{Token: token}
 		if err := rows.Scan(&r.ID, &r.RouteID, &r.EventType, &r.Topic, &r.Key, &r.Payload, &headers, &r.Attempts, &r.CreatedAt, &candidates); err != nil {
 			rows.Close()
-			o.releaseToken(ctx, token, lease)
+			o.releaseToken(ctx, token, from, lease)
 			return nil, false, fmt.Errorf("scan claimed outbox row: %w", err)
 		}
 		var m map[string]string
@@ -145,7 +147,7 @@ func (o *Outbox) ClaimFrom(ctx context.Context, from time.Time, limit int, maxBy
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		o.releaseToken(ctx, token, lease)
+		o.releaseToken(ctx, token, from, lease)
 		return nil, false, fmt.Errorf("claim outbox rows: %w", err)
 	}
 	// Oldest first, as claimed: UPDATE … RETURNING does not keep the CTE's
@@ -199,22 +201,22 @@ func (o *Outbox) PendingFloor(ctx context.Context, from time.Time, margin time.D
 // releaseToken gives back the leases of a failed claim. When that fails,
 // the token is remembered for later claims to give back: the claim may
 // still run on the server after the link heals.
-func (o *Outbox) releaseToken(ctx context.Context, token uuid.UUID, lease time.Duration) {
-	if err := o.giveBack(ctx, []uuid.UUID{token}); err != nil {
-		o.orphans.add(token, lease, time.Now())
+func (o *Outbox) releaseToken(ctx context.Context, token uuid.UUID, from time.Time, lease time.Duration) {
+	if err := o.giveBack(ctx, from, []uuid.UUID{token}); err != nil {
+		o.orphans.add(token, from, lease, time.Now())
 	}
 }
 
 // giveBack runs releaseTokensSQL on a context that outlives a cancelled
 // ctx, for at most releaseTokenTimeout.
-func (o *Outbox) giveBack(ctx context.Context, tokens []uuid.UUID) error {
+func (o *Outbox) giveBack(ctx context.Context, from time.Time, tokens []uuid.UUID) error {
 	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTokenTimeout)
 	defer cancel()
 	ts := make([]string, len(tokens))
 	for i, t := range tokens {
 		ts[i] = t.String()
 	}
-	_, err := o.pool.Exec(c, releaseTokensSQL, ts)
+	_, err := o.pool.Exec(c, releaseTokensSQL, ts, lowerBound(from))
 	return err
 }
 

@@ -8,43 +8,47 @@ import (
 	"github.com/google/uuid"
 )
 
-// A claim whose answer never came back may still run on the server later:
-// over a link that held its bytes (a half-open network, a blackhole that
-// heals, TCP retransmitting the query after the peer came back) the
-// statement arrives after the client gave up on it, leases its rows with a
-// token nobody holds, and commits. The give-back sent at once
-// ([Outbox.releaseToken]) runs on the same broken link and fails with it,
-// so those rows would wait a whole lease (OUTBOX_LOCK_TIMEOUT, 60 s by
-// default) before any relay may claim them. orphanedClaims remembers such
-// tokens and gives their leases back again, on a doubling schedule, from
-// the first claim that reaches the database until one lease after it did:
-// the late statement lands a moment after the link heals, and each give-back
-// reads the whole PENDING index, so it is sent a few times, not on every
-// claim.
+// A claim whose answer never came back may still have run on the server:
+// the answer came after the client's timeout, or a link that held the bytes
+// delivered the statement once it healed. Its rows are then leased under a
+// token nobody holds. The give-back sent at once ([Outbox.releaseToken])
+// usually fails for the same reason, and those rows would wait a whole
+// lease (OUTBOX_LOCK_TIMEOUT, 60 s by default) before any relay may claim
+// them. orphanedClaims remembers such tokens and gives their leases back
+// again, before later claims, on a doubling schedule (250 ms, 500 ms, 1 s…)
+// that ends one lease after the failure.
+//
+// Each give-back reads the PENDING index from the failed claim's lower
+// bound, which is costly on a database that is slow because a held
+// snapshot keeps vacuum from pruning that index. So the schedule doubles
+// whether or not a give-back succeeds (about eight per failed claim, not
+// one per claim), one give-back runs at a time, and few tokens are kept.
 type orphanedClaims struct {
-	mu     sync.Mutex
-	claims map[uuid.UUID]*orphan
+	mu       sync.Mutex
+	claims   map[uuid.UUID]*orphan
+	inFlight bool // a give-back of remembered tokens is running
 }
 
 type orphan struct {
-	lease time.Duration // the failed claim's lease
+	from  time.Time     // the failed claim's lower bound on next_attempt_at
 	next  time.Time     // when to give it back again
-	wait  time.Duration // the wait after the next give-back that reaches the database
-	until time.Time     // zero until a give-back reached the database; then forget it after this
+	wait  time.Duration // the wait after the next give-back
+	until time.Time     // forget it after this
 }
 
 const (
-	// orphanFirstWait is the wait after the first give-back that reached
-	// the database; it doubles after each.
+	// orphanFirstWait is the wait after the first retried give-back; it
+	// doubles after each.
 	orphanFirstWait = 250 * time.Millisecond
-	// maxOrphanedClaims bounds the memory of a long outage, in which every
-	// claim fails; the tokens beyond it only expire with their lease, as
-	// they would without this.
-	maxOrphanedClaims = 1024
+	// maxOrphanedClaims bounds the tokens kept: a database that times out
+	// every claim would otherwise add one per claim. The tokens beyond it
+	// only expire with their lease, as they would without this.
+	maxOrphanedClaims = 64
 )
 
-// add remembers the token of a claim that failed and could not be given back.
-func (c *orphanedClaims) add(token uuid.UUID, lease time.Duration, now time.Time) {
+// add remembers the token of a claim from from that failed and could not
+// be given back; it is due at once.
+func (c *orphanedClaims) add(token uuid.UUID, from time.Time, lease time.Duration, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.claims == nil {
@@ -53,44 +57,43 @@ func (c *orphanedClaims) add(token uuid.UUID, lease time.Duration, now time.Time
 	if len(c.claims) >= maxOrphanedClaims {
 		return
 	}
-	c.claims[token] = &orphan{lease: lease, next: now, wait: orphanFirstWait}
+	c.claims[token] = &orphan{from: from, next: now, wait: orphanFirstWait, until: now.Add(lease)}
 }
 
-// due returns the tokens to give back now and moves their next time on, so
-// that concurrent claims do not send the same give-back twice.
-func (c *orphanedClaims) due(now time.Time) []uuid.UUID {
+// take returns the tokens due at now and the lowest lower bound among
+// them, moves each one's next give-back on (doubling its wait), forgets
+// those whose lease has passed, and marks a give-back in flight. It returns
+// nothing while another give-back is in flight; the caller of a non-empty
+// take must call done.
+func (c *orphanedClaims) take(now time.Time) (tokens []uuid.UUID, from time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []uuid.UUID
-	for token, o := range c.claims {
-		if !o.next.After(now) {
-			out = append(out, token)
-			o.next = now.Add(o.wait)
-		}
+	if c.inFlight {
+		return nil, time.Time{}
 	}
-	return out
-}
-
-// answered records that a give-back of tokens reached the database at now:
-// each is tried again after a doubled wait, until one lease has passed
-// since the first give-back that reached the database.
-func (c *orphanedClaims) answered(tokens []uuid.UUID, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, token := range tokens {
-		o, ok := c.claims[token]
-		if !ok {
+	for token, o := range c.claims {
+		if o.next.After(now) {
 			continue
 		}
-		if o.until.IsZero() {
-			o.until = now.Add(o.lease)
+		if len(tokens) == 0 || o.from.Before(from) {
+			from = o.from
 		}
+		tokens = append(tokens, token)
 		o.next = now.Add(o.wait)
 		o.wait *= 2
 		if !o.next.Before(o.until) {
 			delete(c.claims, token)
 		}
 	}
+	c.inFlight = len(tokens) > 0
+	return tokens, from
+}
+
+// done ends the give-back that take started.
+func (c *orphanedClaims) done() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inFlight = false
 }
 
 // pending is how many tokens are remembered.
@@ -101,14 +104,13 @@ func (c *orphanedClaims) pending() int {
 }
 
 // releaseOrphans gives back the leases of the remembered claims that are
-// due, for at most releaseTokenTimeout; one that fails is tried again at a
-// later claim, after the same wait.
+// due, for at most releaseTokenTimeout. A give-back that fails is simply
+// tried again at its next time.
 func (o *Outbox) releaseOrphans(ctx context.Context) {
-	tokens := o.orphans.due(time.Now())
+	tokens, from := o.orphans.take(time.Now())
 	if len(tokens) == 0 {
 		return
 	}
-	if o.giveBack(ctx, tokens) == nil {
-		o.orphans.answered(tokens, time.Now())
-	}
+	defer o.orphans.done()
+	_ = o.giveBack(ctx, from, tokens)
 }
