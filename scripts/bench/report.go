@@ -170,8 +170,8 @@ func (b *bench) writeReport(table, targets string, r *results) {
 	}
 	fmt.Fprintf(&sb, "- backlog drain s: %v (events/s %s)\n", roundAll(blg.secs), rates(blg.rates))
 
-	sb.WriteString("\n## What the machine was doing\n\nCPU in cores (CPU seconds ÷ wall seconds) of the service process, of the PostgreSQL processes serving the cluster, and of the whole machine (busy share of all cores; “rest” = busy cores not used by the service or PostgreSQL: the dev broker, the benchmark's own producer/consumer — and, in the ceilings, the bench's writer or producer itself — and any other load on the machine, which skews the figures); PostgreSQL wait events sampled every 100 ms from pg_stat_activity (active backends only; `CPU` = no wait event).\n\n")
-	sb.WriteString("| Phase | Service CPU | PostgreSQL CPU | Machine busy | Rest of the machine | Top wait events |\n|---|---:|---:|---:|---:|---|\n")
+	sb.WriteString("\n## What the machine was doing\n\nCPU in cores (CPU seconds ÷ wall seconds) of the service process, of the PostgreSQL processes serving the cluster, and of the whole machine (busy share of all cores; “stolen” = the share the host gave to other tenants while this machine wanted to run, which slows every process alike and shows in no process's CPU; “rest” = busy cores not used by the service or PostgreSQL: the dev broker, the benchmark's own producer/consumer — and, in the ceilings, the bench's writer or producer itself — and any other load on the machine, which skews the figures); PostgreSQL wait events sampled every 100 ms from pg_stat_activity (active backends only; `CPU` = no wait event).\n\n")
+	sb.WriteString("| Phase | Service CPU | PostgreSQL CPU | Machine busy | Stolen | Rest of the machine | Top wait events |\n|---|---:|---:|---:|---:|---:|---|\n")
 	type phaseObs struct {
 		name string
 		obs  []observation
@@ -189,7 +189,7 @@ func (b *bench) writeReport(table, targets string, r *results) {
 			continue
 		}
 		o := ph.obs[len(ph.obs)/2]
-		fmt.Fprintf(&sb, "| %s | %s | %.2f | %.0f %% | %.2f | %s |\n", ph.name, o.procCPU(), o.pgCores, 100*o.machineBusy, o.rest(), o.topWaits(5))
+		fmt.Fprintf(&sb, "| %s | %s | %.2f | %.0f %% | %.0f %% | %.2f | %s |\n", ph.name, o.procCPU(), o.pgCores, 100*o.machineBusy, 100*o.steal, o.rest(), o.topWaits(5))
 	}
 	var errs []string
 	for _, e := range [][]string{ing.errs, r.ingCeil.errs, rel.errs, r.relCeil.errs, r.lat.errs, r.floor.errs, blg.errs} {

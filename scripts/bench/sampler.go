@@ -22,6 +22,7 @@ type observation struct {
 	procCores   map[string]float64
 	pgCores     float64
 	machineBusy float64
+	steal       float64 // share of the machine's CPU time the host gave to others
 	waits       map[string]int
 	samples     int
 }
@@ -84,7 +85,7 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 		ctx := context.Background()
 		conn, err := pgx.Connect(ctx, b.pg.URL(db))
 		start := time.Now()
-		busy0, total0 := machine.CPU()
+		busy0, steal0, total0 := machine.CPU()
 		procStart := map[string]float64{}
 		for name, p := range procs {
 			procStart[name] = machine.ProcCPU(p.PID())
@@ -106,9 +107,10 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 					pg += last - pgFirst[pid]
 				}
 				o.pgCores = pg / wall.Seconds()
-				busy1, total1 := machine.CPU()
+				busy1, steal1, total1 := machine.CPU()
 				if total1 > total0 {
 					o.machineBusy = (busy1 - busy0) / (total1 - total0)
+					o.steal = (steal1 - steal0) / (total1 - total0)
 				}
 				if conn != nil {
 					conn.Close(ctx)

@@ -29,7 +29,7 @@ func writeOutputs(r *run, v []target) error {
 var csvHeader = []string{"t_s", "hold", "outputs", "p50_ms", "p99_ms", "in_per_s", "out_per_s", "input_lag",
 	"pending", "oldest_pending_s", "heap_bytes", "index_bytes", "toast_bytes", "total_bytes", "live_tuples",
 	"dead_tuples", "toast_dead_tuples", "autovacuum_runs", "autovacuum_workers", "deleted_rows", "wal_bytes",
-	"claims", "claim_ms", "oldest_snapshot_s", "cpu_ingestor", "cpu_relay", "cpu_postgres", "machine_busy", "db_read"}
+	"claims", "claim_ms", "oldest_snapshot_s", "cpu_ingestor", "cpu_relay", "cpu_postgres", "machine_busy", "machine_steal", "db_read"}
 
 func writeCSV(path string, ss []sample) error {
 	f, err := os.Create(path)
@@ -50,7 +50,7 @@ func writeCSV(path string, ss []sample) error {
 			ff(s.InRate), ff(s.OutRate), i(s.InputLag), i(s.Pending), ff(s.OldestPending), i(s.Heap), i(s.Index),
 			i(s.Toast), i(s.Total()), i(s.Live), i(s.Dead), i(s.ToastDead), i(s.Autovacuums), i(s.AutovacuumActive),
 			i(s.Deleted), i(s.WAL), i(s.Claims), ff(s.ClaimMs), ff(s.SnapshotAge), ff(s.CPUIngestor), ff(s.CPURelay),
-			ff(s.CPUPostgres), ff(s.MachineBusy), strconv.FormatBool(s.DBRead)})
+			ff(s.CPUPostgres), ff(s.MachineBusy), ff(s.MachineSteal), strconv.FormatBool(s.DBRead)})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {
@@ -62,17 +62,17 @@ func writeCSV(path string, ss []sample) error {
 
 // minute aggregates the samples of one minute of the run.
 type minute struct {
-	n                          int
-	hold                       bool
-	p50, p99                   float64
-	in, out                    float64
-	lag, pending               int64
-	oldest                     float64
-	last                       sample
-	wal                        int64
-	claimMs                    float64
-	claims                     int64
-	cpuIng, cpuRel, cpuPG, bsy float64
+	n                               int
+	hold                            bool
+	p50, p99                        float64
+	in, out                         float64
+	lag, pending                    int64
+	oldest                          float64
+	last                            sample
+	wal                             int64
+	claimMs                         float64
+	claims                          int64
+	cpuIng, cpuRel, cpuPG, bsy, stl float64
 }
 
 func minutes(r *run) []minute {
@@ -94,7 +94,7 @@ func minutes(r *run) []minute {
 		x.wal += s.WAL
 		x.claimMs += s.ClaimMs * float64(s.Claims)
 		x.claims += s.Claims
-		x.cpuIng, x.cpuRel, x.cpuPG, x.bsy = x.cpuIng+s.CPUIngestor, x.cpuRel+s.CPURelay, x.cpuPG+s.CPUPostgres, x.bsy+s.MachineBusy
+		x.cpuIng, x.cpuRel, x.cpuPG, x.bsy, x.stl = x.cpuIng+s.CPUIngestor, x.cpuRel+s.CPURelay, x.cpuPG+s.CPUPostgres, x.bsy+s.MachineBusy, x.stl+s.MachineSteal
 		_ = i
 	}
 	for m := range out {
@@ -103,7 +103,7 @@ func minutes(r *run) []minute {
 		x.p50, x.p99 = h.quantile(0.5), h.quantile(0.99)
 		if x.n > 0 {
 			k := float64(x.n)
-			x.in, x.out, x.cpuIng, x.cpuRel, x.cpuPG, x.bsy = x.in/k, x.out/k, x.cpuIng/k, x.cpuRel/k, x.cpuPG/k, x.bsy/k
+			x.in, x.out, x.cpuIng, x.cpuRel, x.cpuPG, x.bsy, x.stl = x.in/k, x.out/k, x.cpuIng/k, x.cpuRel/k, x.cpuPG/k, x.bsy/k, x.stl/k
 		}
 		if x.claims > 0 {
 			x.claimMs /= float64(x.claims)
@@ -142,24 +142,24 @@ func reportText(r *run, v []target, csvName, pngName string) string {
 	}
 	fmt.Fprintf(&b, "\n## Chart\n\n![p99, pending and outbox size over time](%s)\n\nEvery 10-second sample is in [`%s`](%s).\n", pngName, csvName, csvName)
 	b.WriteString("\n## Per minute\n\nLatency over every output record that arrived in the minute; rates and CPU (cores) are means of the minute's samples; lag, pending and oldest are the worst sample; sizes, tuples and autovacuum runs (cumulative, heap + TOAST) are the minute's last sample.\n\n")
-	b.WriteString("| min | hold | p50 ms | p99 ms | in/s | out/s | input lag | pending | oldest s | outbox MB (heap/idx/toast) | live | dead | autovac | WAL MB | claim ms | CPU ing/relay/pg | busy |\n")
-	b.WriteString("|---:|:-:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---:|\n")
+	b.WriteString("| min | hold | p50 ms | p99 ms | in/s | out/s | input lag | pending | oldest s | outbox MB (heap/idx/toast) | live | dead | autovac | WAL MB | claim ms | CPU ing/relay/pg | busy | stolen |\n")
+	b.WriteString("|---:|:-:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---:|---:|\n")
 	for m, x := range minutes(r) {
 		if x.n == 0 {
 			continue
 		}
 		s := x.last
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %.0f | %.0f | %d | %d | %.1f | %.0f (%.0f/%.0f/%.0f) | %d | %d | %d | %.0f | %.2f | %.2f/%.2f/%.2f | %.0f %% |\n",
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %.0f | %.0f | %d | %d | %.1f | %.0f (%.0f/%.0f/%.0f) | %d | %d | %d | %.0f | %.2f | %.2f/%.2f/%.2f | %.0f %% | %.0f %% |\n",
 			m+1, map[bool]string{true: "●"}[x.hold], num(x.p50), num(x.p99), x.in, x.out, x.lag, x.pending, x.oldest,
 			float64(s.Total())/1e6, float64(s.Heap)/1e6, float64(s.Index)/1e6, float64(s.Toast)/1e6, s.Live, s.Dead,
-			s.Autovacuums, float64(x.wal)/1e6, x.claimMs, x.cpuIng, x.cpuRel, x.cpuPG, 100*x.bsy)
+			s.Autovacuums, float64(x.wal)/1e6, x.claimMs, x.cpuIng, x.cpuRel, x.cpuPG, 100*x.bsy, 100*x.stl)
 	}
 	b.WriteString("\nThe large retained outbox (20 M PUBLISHED rows: relay throughput, claim time, the retention sweep's delete rate and WAL) is measured by `make soak-large`: [soak-large-report.md](soak-large-report.md). Sizing: [docs/capacity.md](docs/capacity.md).\n")
 	b.WriteString("\n## How the figures are taken\n\n")
 	b.WriteString("- Both binaries run as processes (bin/ingestor, bin/outbox-relay, default settings unless stated) against a throwaway PostgreSQL cluster (fsync, synchronous_commit and full_page_writes on, default autovacuum, `pg_stat_statements` loaded) and the dev broker (kfake in a child process). The soak's own producer (passportgen, a realistic mix), consumer and sampler run in the soak program on the same machine.\n")
 	b.WriteString("- Latency: receive time of each output record − send time of its passport; percentiles from 2 %-wide histogram buckets (so a figure is the bucket's upper bound, within 2 %).\n")
 	b.WriteString("- Sizes: `pg_relation_size` (heap), `pg_indexes_size`, `pg_total_relation_size` of the TOAST table; tuples and autovacuum runs from `pg_stat_all_tables`; WAL from `pg_current_wal_lsn()`; pending and oldest from the PENDING rows (SQL); claim time = mean execution time of the claim statement in `pg_stat_statements` over the window; CPU from /proc (PostgreSQL = postmaster, its live children and its reaped children).\n")
-	b.WriteString("- The machine is shared; its busy share is in the last column (the rest are other processes, including the soak's own producer and consumer).\n")
+	b.WriteString("- The machine is shared; its busy share is in the column before last (the rest are other processes, including the soak's own producer and consumer), and the last is the share the host gave to other tenants while this machine wanted to run (steal time), which slows every process alike and shows in no process's CPU.\n")
 	if len(r.errs) > 0 {
 		fmt.Fprintf(&b, "- Sampling errors: %s\n", strings.Join(r.errs, "; "))
 	}

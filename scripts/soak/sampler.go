@@ -40,6 +40,7 @@ type sample struct {
 	SnapshotAge float64 // s, the oldest open transaction holding a snapshot
 
 	CPUIngestor, CPURelay, CPUPostgres, MachineBusy float64
+	MachineSteal                                    float64 // share of the CPU the host gave to other tenants
 }
 
 // Total is the outbox's whole size.
@@ -58,13 +59,13 @@ type sampler struct {
 	load     *load
 
 	// previous cumulative readings
-	prevAt                 time.Time
-	prevWAL, prevPublished float64
-	prevProduced           int64
-	prevClaims             int64
-	prevClaimMs            float64
-	prevCPU                [3]float64
-	prevBusy, prevTotal    float64
+	prevAt                         time.Time
+	prevWAL, prevPublished         float64
+	prevProduced                   int64
+	prevClaims                     int64
+	prevClaimMs                    float64
+	prevCPU                        [3]float64
+	prevBusy, prevSteal, prevTotal float64
 }
 
 func newSampler(ctx context.Context, dbURL string, adm *kadm.Client, tp topics, ing, rel *e2e.Proc, l *load) (*sampler, error) {
@@ -147,7 +148,7 @@ func (s *sampler) read(ctx context.Context, w int) (sample, []error) {
 	}
 	published, _ := s.relay.Metric("route_passport_outbox_published_total")
 	cpu := [3]float64{machine.ProcCPU(s.ingestor.PID()), machine.ProcCPU(s.relay.PID()), machine.PostgresCPU(s.pgPID)}
-	busy, total := machine.CPU()
+	busy, steal, total := machine.CPU()
 	produced := s.load.produced.Load()
 
 	if !s.prevAt.IsZero() {
@@ -166,9 +167,10 @@ func (s *sampler) read(ctx context.Context, w int) (sample, []error) {
 		out.CPUPostgres = (cpu[2] - s.prevCPU[2]) / secs
 		if total > s.prevTotal {
 			out.MachineBusy = (busy - s.prevBusy) / (total - s.prevTotal)
+			out.MachineSteal = (steal - s.prevSteal) / (total - s.prevTotal)
 		}
 	}
 	s.prevAt, s.prevWAL, s.prevPublished, s.prevProduced = now, wal, published, produced
-	s.prevClaims, s.prevClaimMs, s.prevCPU, s.prevBusy, s.prevTotal = claims, claimMs, cpu, busy, total
+	s.prevClaims, s.prevClaimMs, s.prevCPU, s.prevBusy, s.prevSteal, s.prevTotal = claims, claimMs, cpu, busy, steal, total
 	return out, errs
 }

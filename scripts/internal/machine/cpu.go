@@ -87,27 +87,36 @@ func ParentPID(pid int) int {
 	return n
 }
 
-// CPU returns the busy and total jiffies of all CPUs so far; the busy
-// share over an interval is the ratio of the two differences.
-func CPU() (busy, total float64) {
+// CPU returns the busy, stolen and total jiffies of all CPUs so far; a
+// share over an interval is the ratio of two differences. Busy is the time
+// this machine ran anything; stolen is the time its virtual CPUs wanted to
+// run and the host ran something else (another tenant), which the
+// processes' own CPU times do not show and which slows all of them alike.
+func CPU() (busy, steal, total float64) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
 	if len(f) < 2 {
-		return 0, 0
+		return 0, 0, 0
 	}
+	// user nice system idle iowait irq softirq steal (guest time is
+	// already in user).
 	for i, v := range f[1:] {
-		if i >= 8 { // guest time is already in user
+		if i >= 8 {
 			break
 		}
 		x, _ := strconv.ParseFloat(v, 64)
 		total += x
-		if i != 3 && i != 4 { // idle, iowait
+		switch i {
+		case 3, 4: // idle, iowait
+		case 7:
+			steal += x
+		default:
 			busy += x
 		}
 	}
-	return busy, total
+	return busy, steal, total
 }

@@ -24,8 +24,8 @@ func TestReadsThisProcessAndMachine(t *testing.T) {
 	if got := ParentPID(os.Getpid()); got != os.Getppid() {
 		t.Errorf("ParentPID = %d, want %d", got, os.Getppid())
 	}
-	if busy, total := CPU(); busy <= 0 || total < busy {
-		t.Errorf("CPU() = %v busy of %v", busy, total)
+	if busy, steal, total := CPU(); busy <= 0 || steal < 0 || total < busy+steal {
+		t.Errorf("CPU() = %v busy, %v stolen of %v", busy, steal, total)
 	}
 	if PostgresCPU(os.Getppid()) < ProcCPU(os.Getpid()) {
 		t.Errorf("PostgresCPU of our parent does not count this child")
