@@ -96,13 +96,6 @@ func (c *orphanedClaims) done() {
 	c.inFlight = false
 }
 
-// pending is how many tokens are remembered.
-func (c *orphanedClaims) pending() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.claims)
-}
-
 // releaseOrphans gives back the leases of the remembered claims that are
 // due, for at most releaseTokenTimeout. A give-back that fails is simply
 // tried again at its next time.
