@@ -369,6 +369,8 @@ func TestDefaultRender(t *testing.T) {
 		require.Equal(t, "5000", rel["OUTBOX_RETENTION_BATCH"].Value)
 		require.Equal(t, "10s", rel["OUTBOX_CLAIM_FULL_SCAN_INTERVAL"].Value)
 		require.Equal(t, "10s", rel["OUTBOX_CLAIM_WATERMARK_MARGIN"].Value)
+		require.Equal(t, "1h", rel["OUTBOX_REINDEX_INTERVAL"].Value)
+		require.Equal(t, "33554432", rel["OUTBOX_REINDEX_MIN_BYTES"].Value)
 
 		cm := r.configMaps[configName].Data
 		want := map[string]string{

@@ -179,6 +179,8 @@ func TestRelayRulesNameTheVariable(t *testing.T) {
 		"OUTBOX_RETENTION_BATCH=100001":   "OUTBOX_RETENTION_BATCH",
 		"OUTBOX_RETENTION_INTERVAL=-1s":   "OUTBOX_RETENTION_INTERVAL",
 		"OUTBOX_CLAIM_WATERMARK_MARGIN=0": "OUTBOX_CLAIM_WATERMARK_MARGIN",
+		"OUTBOX_REINDEX_MIN_BYTES=0":      "OUTBOX_REINDEX_MIN_BYTES",
+		"OUTBOX_REINDEX_INTERVAL=-1h":     "OUTBOX_REINDEX_INTERVAL",
 	} {
 		_, err := LoadRelay(env(environ))
 		var cfgErr *Error
@@ -188,6 +190,17 @@ func TestRelayRulesNameTheVariable(t *testing.T) {
 	c, err := LoadRelay(env("OUTBOX_RETENTION=0"))
 	require.NoError(t, err)
 	require.Negative(t, c.Retention, "0 disables the retention sweep")
+	c, err = LoadRelay(env("OUTBOX_REINDEX_INTERVAL=0"))
+	require.NoError(t, err)
+	require.Negative(t, c.ReindexInterval, "0 turns the reindexer off")
+	c, err = LoadRelay(env())
+	require.NoError(t, err)
+	require.Equal(t, time.Hour, c.ReindexInterval)
+	require.Equal(t, int64(relay.DefaultReindexMinBytes), c.ReindexMinBytes)
+	c, err = LoadRelay(env("OUTBOX_REINDEX_INTERVAL=6h", "OUTBOX_REINDEX_MIN_BYTES=1048576"))
+	require.NoError(t, err)
+	require.Equal(t, 6*time.Hour, c.ReindexInterval)
+	require.Equal(t, int64(1<<20), c.ReindexMinBytes)
 	c, err = LoadRelay(env("OUTBOX_CLAIM_FULL_SCAN_INTERVAL=0"))
 	require.NoError(t, err)
 	require.Negative(t, c.ClaimFullScanInterval, "0 turns the claim watermark off")

@@ -39,6 +39,8 @@ func relayVars() map[string]string {
 		"ClaimFullScanInterval": "OUTBOX_CLAIM_FULL_SCAN_INTERVAL",
 		"ClaimWatermarkMargin":  "OUTBOX_CLAIM_WATERMARK_MARGIN",
 		"DBTimeout":             "OUTBOX_DB_TIMEOUT",
+		"ReindexInterval":       "OUTBOX_REINDEX_INTERVAL",
+		"ReindexMinBytes":       "OUTBOX_REINDEX_MIN_BYTES",
 	}
 }
 
@@ -72,11 +74,16 @@ func LoadRelay(environ []string) (Relay, error) {
 			ClaimFullScanInterval: r.duration(v["ClaimFullScanInterval"], 0, true),
 			ClaimWatermarkMargin:  r.duration(v["ClaimWatermarkMargin"], 0, false),
 			DBTimeout:             r.duration(v["DBTimeout"], 0, false),
+			ReindexInterval:       r.duration(v["ReindexInterval"], 0, true),
+			ReindexMinBytes:       int64(r.intRange(v["ReindexMinBytes"], 0, 1, math.MaxInt)),
 		},
 	}
 	c.ListenURL = r.str("DATABASE_LISTEN_URL", c.DatabaseURL)
 	if s, set := r.env[v["ClaimFullScanInterval"]]; set && s != "" && c.ClaimFullScanInterval == 0 {
 		c.ClaimFullScanInterval = -1 // 0 turns the claim watermark off
+	}
+	if s, set := r.env[v["ReindexInterval"]]; set && s != "" && c.ReindexInterval == 0 {
+		c.ReindexInterval = -1 // OUTBOX_REINDEX_INTERVAL=0 turns the reindexer off
 	}
 	if s, set := r.env[v["Retention"]]; set && s != "" && c.Retention == 0 {
 		c.Retention = -1 // OUTBOX_RETENTION=0 disables the sweep

@@ -17,3 +17,16 @@ type TableHealth struct {
 	// TableBytes is the table's size with its indexes and TOAST.
 	TableBytes int64
 }
+
+// Index is one index of the outbox table as the catalog sees it.
+type Index struct {
+	Name string
+	// Bytes is the index's size on disk.
+	Bytes int64
+	// Entries is the catalog's count of its entries (pg_class.reltuples),
+	// as of the last vacuum or analyze; negative when never counted.
+	Entries float64
+	// Valid is false for a build that did not finish: what an interrupted
+	// REINDEX CONCURRENTLY leaves behind.
+	Valid bool
+}

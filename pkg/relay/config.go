@@ -88,6 +88,15 @@ type Config struct {
 	// watermark always stays (default 10s): a transaction that writes a
 	// PENDING row and commits within it is never missed by a bounded claim.
 	ClaimWatermarkMargin time.Duration
+	// ReindexInterval is the least time between two passes of the
+	// reindexer (reindex.go) across all relays (default 1h; negative: no
+	// reindexer). Each relay looks at the indexes' sizes every minute, so a
+	// bloated index is rebuilt within a minute or two of vacuum having
+	// freed its entries, unless a pass ran less than this long ago.
+	ReindexInterval time.Duration
+	// ReindexMinBytes: smaller indexes are never rebuilt (default 32 MiB):
+	// their bloat costs little, and a rebuild reads the whole table.
+	ReindexMinBytes int64
 	// ShutdownGrace bounds how long an in-flight publish may go on after
 	// Run's context ends (default 20s); what is not delivered by then has
 	// its lease given back.
@@ -109,6 +118,8 @@ const (
 	DefaultPublishTimeout = 30 * time.Second
 	// DefaultMaxClaimBytes is the default of Config.MaxClaimBytes.
 	DefaultMaxClaimBytes = 16 << 20
+	// DefaultReindexMinBytes is the default of Config.ReindexMinBytes.
+	DefaultReindexMinBytes = 32 << 20
 	// DefaultDBTimeout is the default of Config.DBTimeout.
 	DefaultDBTimeout = 3 * time.Second
 )
@@ -168,6 +179,8 @@ func (c Config) WithDefaults() Config {
 	c.ClaimFullScanInterval = cmp.Or(c.ClaimFullScanInterval, 10*time.Second)
 	c.ClaimWatermarkMargin = cmp.Or(c.ClaimWatermarkMargin, 10*time.Second)
 	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, 20*time.Second)
+	c.ReindexInterval = cmp.Or(c.ReindexInterval, time.Hour)
+	c.ReindexMinBytes = cmp.Or(c.ReindexMinBytes, DefaultReindexMinBytes)
 	return c
 }
 
@@ -202,6 +215,8 @@ func (c Config) Validate() error {
 		return fail("Workers", "is %d, outside [1, 64]", c.Workers)
 	case c.MaxClaimBytes < 1:
 		return fail("MaxClaimBytes", "must be positive")
+	case c.ReindexMinBytes < 1:
+		return fail("ReindexMinBytes", "must be positive")
 	case c.RetentionBatch < 1 || c.RetentionBatch > 100_000:
 		return fail("RetentionBatch", "is %d, outside [1, 100000]", c.RetentionBatch)
 	}

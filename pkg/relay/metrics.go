@@ -26,6 +26,8 @@ type metrics struct {
 	deadTuples    prometheus.Gauge
 	tableBytes    prometheus.Gauge
 	wakeupMode    *prometheus.GaugeVec
+	indexBytes    *prometheus.GaugeVec
+	indexRebuilds *prometheus.CounterVec
 	stage         *prometheus.HistogramVec
 }
 
@@ -115,6 +117,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "route_passport_outbox_relay_wakeup_mode",
 			Help: "1 for the way the relay learns of new rows: notify (LISTEN/NOTIFY arrives) or poll (notifications do not arrive, e.g. behind a transaction pooler without DATABASE_LISTEN_URL; rows wait up to OUTBOX_POLL_INTERVAL).",
 		}, []string{"mode"}),
+		indexBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "route_passport_outbox_index_bytes",
+			Help: "Size of each index of route_passport_outbox (pg_relation_size; read by the reindexer every minute).",
+		}, []string{"index"}),
+		indexRebuilds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "route_passport_outbox_index_rebuilds_total",
+			Help: "Bloated outbox indexes this relay rebuilt (REINDEX INDEX CONCURRENTLY).",
+		}, []string{"index"}),
 	}
 	stageReg := reg
 	if stageReg == nil {
@@ -124,7 +134,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.published, m.retried, m.failed, m.released, m.postponed, m.pending, m.oldestAge,
 			m.paused, m.publishTime, m.ingestToPub, m.claimedRows, m.kafkaOutages, m.lostLeaseRows,
-			m.oldestXactAge, m.liveTuples, m.deadTuples, m.tableBytes, m.wakeupMode)
+			m.oldestXactAge, m.liveTuples, m.deadTuples, m.tableBytes, m.wakeupMode,
+			m.indexBytes, m.indexRebuilds)
 	}
 	return m
 }

@@ -139,6 +139,9 @@ func (r *Relay) Run(ctx context.Context) error {
 	if r.cfg.Retention > 0 {
 		wg.Go(func() { r.retention(ctx) })
 	}
+	if s, ok := r.outbox.(IndexStore); ok && r.cfg.ReindexInterval > 0 {
+		wg.Go(func() { r.reindex(ctx, s) })
+	}
 	wg.Wait()
 	return nil
 }
