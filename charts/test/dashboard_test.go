@@ -59,6 +59,7 @@ func requireDashboard(t *testing.T, raw []byte) {
 		"route_passport_outbox_dead_tuples{",
 		"route_passport_outbox_live_tuples{",
 		"route_passport_outbox_table_bytes{",
+		"route_passport_outbox_index_bytes{",
 	} {
 		require.Contains(t, all, want, "dashboard must plot %s", want)
 	}
