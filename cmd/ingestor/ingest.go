@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pcp/route-processing/pkg/config"
+	"github.com/pcp/route-processing/pkg/gctune"
 	"github.com/pcp/route-processing/pkg/ingest"
 	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/obs"
@@ -26,6 +27,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	}
 	base := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	logger := base.With("component", "ingest")
+	gctune.Apply(environ, "/sys/fs/cgroup").Log(ctx, logger)
 	reg := obs.NewRegistry()
 	ready := obs.NewReadiness(reg, "route_passport_ingest")
 	metrics := ingest.NewMetrics(reg)

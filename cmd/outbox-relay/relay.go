@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pcp/route-processing/pkg/config"
+	"github.com/pcp/route-processing/pkg/gctune"
 	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/obs"
 	"github.com/pcp/route-processing/pkg/relay"
@@ -40,6 +41,7 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	}
 	logger := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	log := logger.With("component", "relay")
+	gctune.Apply(environ, "/sys/fs/cgroup").Log(ctx, log)
 	reg := obs.NewRegistry()
 	ready := obs.NewReadiness(reg, "route_passport_outbox_relay")
 	ready.Set("postgres", "starting")
