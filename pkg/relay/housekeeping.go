@@ -34,8 +34,9 @@ func (r *Relay) watchControl(ctx context.Context) {
 	}
 }
 
-// refreshGauges keeps the pending and table gauges current with cheap
-// queries: the PENDING partial index, and statistics views.
+// refreshGauges keeps the pending, table and index gauges current with
+// cheap queries: the PENDING partial index, statistics views and the
+// catalog.
 func (r *Relay) refreshGauges(ctx context.Context) {
 	t := time.NewTicker(r.cfg.StatsInterval)
 	defer t.Stop()
@@ -58,10 +59,33 @@ func (r *Relay) refreshGauges(ctx context.Context) {
 		} else if ctx.Err() == nil {
 			r.logger.DebugContext(ctx, "cannot read outbox table health", "err", err)
 		}
+		r.refreshIndexGauges(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// refreshIndexGauges sets the size gauge of each valid outbox index, when
+// the outbox can list them.
+func (r *Relay) refreshIndexGauges(ctx context.Context) {
+	if r.indexes == nil {
+		return
+	}
+	c, cancel := r.dbCall(ctx)
+	ixs, err := r.indexes.Indexes(c)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			r.logger.DebugContext(ctx, "cannot read outbox index sizes", "err", err)
+		}
+		return
+	}
+	for _, ix := range ixs {
+		if ix.Valid {
+			r.m.indexBytes.WithLabelValues(ix.Name).Set(float64(ix.Bytes))
 		}
 	}
 }

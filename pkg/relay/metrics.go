@@ -119,7 +119,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"mode"}),
 		indexBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "route_passport_outbox_index_bytes",
-			Help: "Size of each index of route_passport_outbox (pg_relation_size; read by the reindexer every minute).",
+			Help: "Size of each index of route_passport_outbox (pg_relation_size; refreshed with the pending gauges).",
 		}, []string{"index"}),
 		indexRebuilds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "route_passport_outbox_index_rebuilds_total",

@@ -16,8 +16,8 @@ import (
 // with only its live entries while ingest and claims go on.
 
 // IndexStore is what the reindexer needs of the outbox's storage;
-// *store.Outbox implements it. The relay runs the reindexer when its Outbox
-// is also an IndexStore.
+// *store.Outbox implements it. The relay runs the reindexer, and exports the
+// index sizes, when the Outbox given to New is also an IndexStore.
 type IndexStore interface {
 	Indexes(ctx context.Context) ([]outbox.Index, error)
 	// LeaseMaintenance takes the relays' maintenance lease for hold when
@@ -90,7 +90,7 @@ func planReindex(ixs []outbox.Index, h outbox.TableHealth, minBytes int64) reind
 
 // reindex checks the indexes every reindexCheck and runs a pass when one is
 // bloated.
-func (r *Relay) reindex(ctx context.Context, s IndexStore) {
+func (r *Relay) reindex(ctx context.Context) {
 	t := time.NewTicker(min(reindexCheck, r.cfg.ReindexInterval))
 	defer t.Stop()
 	for {
@@ -99,7 +99,7 @@ func (r *Relay) reindex(ctx context.Context, s IndexStore) {
 			return
 		case <-t.C:
 		}
-		r.reindexPass(ctx, s)
+		r.reindexPass(ctx)
 	}
 }
 
@@ -107,7 +107,8 @@ func (r *Relay) reindex(ctx context.Context, s IndexStore) {
 // this relay takes the maintenance lease; the lease then stays held for
 // ReindexInterval, so all relays together run at most one pass per
 // interval.
-func (r *Relay) reindexPass(ctx context.Context, s IndexStore) {
+func (r *Relay) reindexPass(ctx context.Context) {
+	s := r.indexes
 	c, cancel := r.dbCall(ctx)
 	ixs, err := s.Indexes(c)
 	cancel()
@@ -116,11 +117,6 @@ func (r *Relay) reindexPass(ctx context.Context, s IndexStore) {
 			r.logger.DebugContext(ctx, "cannot read outbox index sizes", "err", err)
 		}
 		return
-	}
-	for _, ix := range ixs {
-		if ix.Valid {
-			r.m.indexBytes.WithLabelValues(ix.Name).Set(float64(ix.Bytes))
-		}
 	}
 	c, cancel = r.dbCall(ctx)
 	h, err := r.outbox.TableHealth(c)

@@ -39,10 +39,13 @@ func (r *Relay) writeCall(ctx context.Context, leaseEnd time.Time) (context.Cont
 type Relay struct {
 	logger *slog.Logger
 	outbox Outbox
-	pub    Publisher
-	cfg    Config
-	m      *metrics
-	tracer trace.Tracer // a no-op one when Config.Tracer is nil
+	// indexes is the outbox as an IndexStore, nil when it is not one
+	// (reindex.go).
+	indexes IndexStore
+	pub     Publisher
+	cfg     Config
+	m       *metrics
+	tracer  trace.Tracer // a no-op one when Config.Tracer is nil
 
 	wakeMu sync.Mutex
 	wakes  []chan struct{}
@@ -82,6 +85,7 @@ func New(logger *slog.Logger, outbox Outbox, pub Publisher, cfg Config) (*Relay,
 		outage: make(chan struct{}, 1),
 		rng:    rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
+	r.indexes, _ = outbox.(IndexStore)
 	if r.cfg.Tracer == nil {
 		r.tracer = noop.NewTracerProvider().Tracer("")
 	} else {
@@ -139,8 +143,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	if r.cfg.Retention > 0 {
 		wg.Go(func() { r.retention(ctx) })
 	}
-	if s, ok := r.outbox.(IndexStore); ok && r.cfg.ReindexInterval > 0 {
-		wg.Go(func() { r.reindex(ctx, s) })
+	if r.indexes != nil && r.cfg.ReindexInterval > 0 {
+		wg.Go(func() { r.reindex(ctx) })
 	}
 	wg.Wait()
 	return nil
