@@ -24,8 +24,12 @@ type Index struct {
 	// Bytes is the index's size on disk.
 	Bytes int64
 	// Entries is the catalog's count of its entries (pg_class.reltuples),
-	// as of the last vacuum or analyze; negative when never counted.
+	// as of the last vacuum, analyze or build; negative when never counted.
 	Entries float64
+	// CountedBytes is the index's size when Entries was counted
+	// (pg_class.relpages): much below Bytes, the count is older than the
+	// index's growth.
+	CountedBytes int64
 	// Valid is false for a build that did not finish: what an interrupted
 	// REINDEX CONCURRENTLY leaves behind.
 	Valid bool

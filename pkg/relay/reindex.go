@@ -40,6 +40,9 @@ const (
 	// size. The indexes on random uuids settle at about 70 % full, 1.4×;
 	// a held snapshot leaves the PENDING index hundreds of times its size.
 	bloatFactor = 4
+	// countedShare: an index's entry count is current when it was taken
+	// at this share of the index's size or more.
+	countedShare = 0.9
 	// reindexCheck is how often each relay reads the indexes' sizes.
 	reindexCheck = time.Minute
 	// reindexHorizonAge: no rebuild while a transaction this old holds the
@@ -66,9 +69,12 @@ type reindexPlan struct {
 // planReindex is the reindexer's rule: rebuild a valid index of at least
 // minBytes that is bloatFactor times its compact size or more, by the
 // catalog's count of its entries; drop the invalid copies an interrupted
-// rebuild left. An index whose entries were never counted is left alone, and
-// nothing is done while a transaction older than reindexHorizonAge holds
-// the horizon (both statements would wait for it to end).
+// rebuild left. The count must be current: taken when the index was within
+// countedShare of its size (the vacuum that freed a hold's entries leaves
+// the pages, so it counts a bloated index at its full size). An index that
+// grew since (a count from its build on an empty table, say) or was never
+// counted is left alone. Nothing is done while a transaction older than
+// reindexHorizonAge holds the horizon (both statements would wait for it).
 func planReindex(ixs []outbox.Index, h outbox.TableHealth, minBytes int64) reindexPlan {
 	var p reindexPlan
 	if h.OldestXactAge > reindexHorizonAge {
@@ -81,6 +87,7 @@ func planReindex(ixs []outbox.Index, h outbox.TableHealth, minBytes int64) reind
 				p.drop = append(p.drop, ix)
 			}
 		case ix.Entries >= 0 && ix.Bytes >= minBytes &&
+			float64(ix.CountedBytes) >= countedShare*float64(ix.Bytes) &&
 			float64(ix.Bytes) >= bloatFactor*compactEntryBytes*max(ix.Entries, 1):
 			p.rebuild = append(p.rebuild, ix)
 		}

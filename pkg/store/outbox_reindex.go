@@ -17,7 +17,8 @@ import (
 // the catalog's count of entries.
 func (o *Outbox) Indexes(ctx context.Context) ([]outbox.Index, error) {
 	rows, err := o.pool.Query(ctx, `
-select c.relname::text, pg_relation_size(c.oid), c.reltuples::float8, i.indisvalid
+select c.relname::text, pg_relation_size(c.oid), c.reltuples::float8,
+       c.relpages::int8 * current_setting('block_size')::int8, i.indisvalid
 from pg_index i join pg_class c on c.oid = i.indexrelid
 where i.indrelid = 'route_passport_outbox'::regclass
 order by c.relname`)
@@ -26,7 +27,7 @@ order by c.relname`)
 	}
 	ixs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (outbox.Index, error) {
 		var ix outbox.Index
-		err := row.Scan(&ix.Name, &ix.Bytes, &ix.Entries, &ix.Valid)
+		err := row.Scan(&ix.Name, &ix.Bytes, &ix.Entries, &ix.CountedBytes, &ix.Valid)
 		return ix, err
 	})
 	if err != nil {
