@@ -93,7 +93,17 @@ func (r *Relay) refreshIndexGauges(ctx context.Context) {
 // retention deletes PUBLISHED rows older than Retention in small statements,
 // so no statement holds many locks or writes a burst of WAL.
 func (r *Relay) retention(ctx context.Context) {
-	t := time.NewTicker(r.cfg.RetentionInterval)
+	every(ctx, r.cfg.RetentionInterval, func() {
+		if total := r.sweep(ctx); total > 0 {
+			r.logger.InfoContext(ctx, "deleted published outbox rows past retention", "rows", total, "retention", r.cfg.Retention)
+		}
+	})
+}
+
+// every calls fn each period until ctx ends, the first time one period
+// after the start.
+func every(ctx context.Context, period time.Duration, fn func()) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
@@ -101,9 +111,7 @@ func (r *Relay) retention(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if total := r.sweep(ctx); total > 0 {
-			r.logger.InfoContext(ctx, "deleted published outbox rows past retention", "rows", total, "retention", r.cfg.Retention)
-		}
+		fn()
 	}
 }
 

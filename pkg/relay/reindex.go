@@ -98,16 +98,7 @@ func planReindex(ixs []outbox.Index, h outbox.TableHealth, minBytes int64) reind
 // reindex checks the indexes every reindexCheck and runs a pass when one is
 // bloated.
 func (r *Relay) reindex(ctx context.Context) {
-	t := time.NewTicker(min(reindexCheck, r.cfg.ReindexInterval))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		r.reindexPass(ctx)
-	}
+	every(ctx, min(reindexCheck, r.cfg.ReindexInterval), func() { r.reindexPass(ctx) })
 }
 
 // reindexPass rebuilds the bloated indexes if the horizon allows it and
