@@ -138,13 +138,17 @@ func testPgBouncer(t *testing.T, bins Binaries) {
 		}
 		longest = max(longest, l)
 	}
-	fallbackLog := false
-	for _, l := range logLines(s.relay) {
-		m := strings.ToLower(l.Msg)
-		if strings.Contains(m, "poll") && (strings.Contains(m, "notif") || strings.Contains(m, "listen")) {
-			fallbackLog = true
+	// The relay probes its listener when it connects and waits 3 s for the
+	// answer; a run that converged sooner waits for the line.
+	fallbackLog, _ := waitFor(10*time.Second, 200*time.Millisecond, func() (bool, string) {
+		for _, l := range logLines(s.relay) {
+			m := strings.ToLower(l.Msg)
+			if strings.Contains(m, "poll") && (strings.Contains(m, "notif") || strings.Contains(m, "listen")) {
+				return true, ""
+			}
 		}
-	}
+		return false, ""
+	})
 	fallbackMetric := metricNamed(s.relay, "route_passport_outbox_", "listen", "notif", "wakeup")
 	report(t, "pgbouncer", v.String(),
 		fmt.Sprintf("invalid=%d", bad),

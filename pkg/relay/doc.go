@@ -93,8 +93,10 @@
 // # Wake-up mode
 //
 // Workers sleep until [Relay.Notified] (a NOTIFY) or the poll interval.
-// Behind a transaction pooler LISTEN hears nothing; the relay notices rows
-// that a poll finds and no notification announced, and
+// Behind a transaction pooler LISTEN hears nothing. The relay notices it
+// by a probe after each (re)connect of the listener ([Relay.Connected]: a
+// notification sent through the pool that does not come back within 3 s),
+// or by rows that a poll finds and no notification announced, and
 // reports route_passport_outbox_relay_wakeup_mode{mode="poll"}, logging the
 // change once; the next notification switches it back to "notify".
 //

@@ -34,18 +34,22 @@ func (r *Relay) writeCall(ctx context.Context, leaseEnd time.Time) (context.Cont
 	return context.WithDeadline(ctx, end)
 }
 
-// Relay moves outbox rows to Kafka. Build it with New, run it with Run, and
-// call Wake on every outbox notification.
+// Relay moves outbox rows to Kafka. Build it with New, run it with Run,
+// call Notified on every outbox notification and Connected after each
+// (re)connect of the listener.
 type Relay struct {
 	logger *slog.Logger
 	outbox Outbox
 	// indexes is the outbox as an IndexStore, nil when it is not one
 	// (reindex.go).
 	indexes IndexStore
-	pub     Publisher
-	cfg     Config
-	m       *metrics
-	tracer  trace.Tracer // a no-op one when Config.Tracer is nil
+	// notifier is the outbox as a Notifier, nil when it is not one
+	// (wakeup.go).
+	notifier Notifier
+	pub      Publisher
+	cfg      Config
+	m        *metrics
+	tracer   trace.Tracer // a no-op one when Config.Tracer is nil
 
 	wakeMu sync.Mutex
 	wakes  []chan struct{}
@@ -70,7 +74,8 @@ type Relay struct {
 }
 
 // New builds a relay. It does not touch the database or the brokers. Its
-// wake-up mode starts as "notify"; call [Relay.Notified] for each NOTIFY.
+// wake-up mode starts as "notify"; call [Relay.Notified] for each NOTIFY
+// and [Relay.Connected] after each (re)connect of the listener.
 func New(logger *slog.Logger, outbox Outbox, pub Publisher, cfg Config) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -86,6 +91,7 @@ func New(logger *slog.Logger, outbox Outbox, pub Publisher, cfg Config) (*Relay,
 		rng:    rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	r.indexes, _ = outbox.(IndexStore)
+	r.notifier, _ = outbox.(Notifier)
 	if r.cfg.Tracer == nil {
 		r.tracer = noop.NewTracerProvider().Tracer("")
 	} else {

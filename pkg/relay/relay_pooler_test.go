@@ -20,7 +20,7 @@ import (
 // TestRelayBehindPgBouncer: with the pool through PgBouncer in transaction
 // mode (default_query_exec_mode=exec), every row is marked PUBLISHED. With
 // LISTEN through the pooler too, no notification arrives and the relay
-// says it polls; with the LISTEN on a direct connection
+// says it polls, from its listener probe before any row is written; with the LISTEN on a direct connection
 // (DATABASE_LISTEN_URL) it stays in notify mode.
 func TestRelayBehindPgBouncer(t *testing.T) {
 	t.Parallel()
@@ -42,15 +42,19 @@ func TestRelayBehindPgBouncer(t *testing.T) {
 			b := &testBundle{url: listenURL, pool: pool, outbox: store.NewOutbox(pool), bootstrap: bootstrap}
 			topic := testenv.Topic(t, "bouncer", 1)
 			rr := b.start(t, relay.Config{PollInterval: 300 * time.Millisecond, Workers: 1})
-			time.Sleep(300 * time.Millisecond) // the LISTEN connection is up
+			want := "poll"
+			if direct {
+				want = "notify"
+			}
+			// The listener's probe alone decides, before any row: it is
+			// answered within probeWait (3 s) or not at all.
+			time.Sleep(4 * time.Second)
+			require.Equal(t, 1.0, rr.labeled(t, "route_passport_outbox_relay_wakeup_mode", "mode", want),
+				"wake-up mode after the listener probe, before any row")
 			for i := 1; i <= 5; i++ {
 				relaytest.MustInsert(t, pool, outbox.Event{Topic: topic})
 				eventually(t, 10*time.Second, "row PUBLISHED", func() bool { return relaytest.Count(t, pool, outbox.StatusPublished) == i })
 				time.Sleep(100 * time.Millisecond)
-			}
-			want := "poll"
-			if direct {
-				want = "notify"
 			}
 			eventually(t, 3*time.Second, "wake-up mode "+want, func() bool {
 				return rr.labeled(t, "route_passport_outbox_relay_wakeup_mode", "mode", want) == 1

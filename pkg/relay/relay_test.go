@@ -97,7 +97,9 @@ func (b *testBundle) start(t testing.TB, cfg relay.Config) *runningRelay {
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = r.Run(ctx) })
 	if !b.noListen {
-		wg.Go(func() { _ = store.Listen(ctx, logger, b.url, 100*time.Millisecond, r.Notified, r.Wake) })
+		wg.Go(func() {
+			_ = store.Listen(ctx, logger, b.url, 100*time.Millisecond, r.Notified, func() { r.Connected(ctx) })
+		})
 	}
 	srv := httptest.NewServer(obs.Handler(reg, ready))
 	var once sync.Once

@@ -21,6 +21,54 @@ const (
 // arrive (a false alarm is corrected by the next notification).
 const missesForPoll = 1
 
+// probeWait is how long the relay waits for its own probe notification
+// after the listener (re)connected. A working LISTEN hears it within
+// milliseconds; a late one is corrected by the next notification.
+const probeWait = 3 * time.Second
+
+// Notifier sends one notification on the outbox channel through the
+// relay's pool, as the ingestor's commits do; *store.Outbox implements it.
+// The relay probes its listener when the Outbox given to New is also a
+// Notifier.
+type Notifier interface {
+	Notify(ctx context.Context) error
+}
+
+// Connected is called after each (re)connect of the listener.
+// Notifications sent while it was disconnected are lost, so it wakes the
+// workers. It also checks that the new LISTEN hears: it sends a
+// notification through the pool and, if none arrives within probeWait,
+// the relay says it polls. Behind PgBouncer in transaction mode LISTEN
+// succeeds and hears nothing; without the probe the relay would learn that
+// only when a poll happens to find rows nobody announced (notePoll), which
+// a busy relay may never do.
+func (r *Relay) Connected(ctx context.Context) {
+	r.Wake()
+	if r.notifier != nil {
+		go r.probeListener(ctx)
+	}
+}
+
+func (r *Relay) probeListener(ctx context.Context) {
+	sent := time.Now()
+	if err := r.notifier.Notify(ctx); err != nil {
+		// The database is unreachable; the listener will reconnect and
+		// probe again.
+		r.logger.DebugContext(ctx, "cannot send the listener probe", "err", err)
+		return
+	}
+	t := time.NewTimer(probeWait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-t.C:
+	}
+	if r.lastNotify.Load() < sent.UnixNano() {
+		r.setMode(ctx, modePoll)
+	}
+}
+
 // Notified is called for every NOTIFY on the outbox channel: it wakes the
 // workers and, if the relay had concluded that notifications do not
 // arrive, says they do again.

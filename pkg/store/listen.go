@@ -22,7 +22,7 @@ import (
 // session mode: behind transaction pooling LISTEN succeeds but nothing is
 // ever delivered (the server connection that ran it goes back to the pool).
 // Hence DATABASE_LISTEN_URL; the relay notices a listener that hears nothing
-// (relay.Relay.Notified).
+// (relay.Relay.Connected probes it).
 func Listen(ctx context.Context, logger *slog.Logger, databaseURL string, reconnectDelay time.Duration, notified, connected func()) error {
 	cfg, err := pgx.ParseConfig(databaseURL)
 	if err != nil {

@@ -70,6 +70,15 @@ on conflict (id) do update set paused = $1, reason = $2, updated_by = $3, update
 	})
 }
 
+// Notify sends one notification on NotifyChannel, as a write does; the
+// relay sends it to check that its LISTEN hears.
+func (o *Outbox) Notify(ctx context.Context) error {
+	if _, err := o.pool.Exec(ctx, `select pg_notify($1, '')`, NotifyChannel); err != nil {
+		return fmt.Errorf("notify %s: %w", NotifyChannel, err)
+	}
+	return nil
+}
+
 // Pending counts PENDING rows and the age of the oldest; both read only the
 // PENDING partial index.
 func (o *Outbox) Pending(ctx context.Context) (outbox.PendingSummary, error) {
