@@ -33,8 +33,4 @@ type Index struct {
 	// Valid is false for a build that did not finish: what an interrupted
 	// REINDEX CONCURRENTLY leaves behind.
 	Valid bool
-	// KeyBytes is the average width of an entry's columns by the table's
-	// statistics (pg_stats.avg_width); negative when they are missing (not
-	// analyzed yet, or an expression index).
-	KeyBytes int64
 }

@@ -30,16 +30,12 @@ type IndexStore interface {
 }
 
 const (
-	// compactEntryBytes is the estimate of an entry's compact size when
-	// the columns have no statistics: what an entry of the outbox's widest
-	// index, (route_id, event_type), takes in a freshly built btree (a
-	// 56-byte tuple and its 4-byte line pointer at the 90 % leaf fill). The
-	// other indexes' entries are smaller, so it errs towards leaving an
+	// compactEntryBytes is what an entry of the outbox's widest index,
+	// (route_id, event_type), takes in a freshly built btree: a 56-byte
+	// tuple and its 4-byte line pointer at the 90 % leaf fill. The other
+	// indexes' entries are smaller, so the estimate errs towards leaving an
 	// index alone.
 	compactEntryBytes = 68
-	// leafFill is the share of a leaf page a btree build fills (the
-	// default fillfactor).
-	leafFill = 0.9
 	// bloatFactor: an index is rebuilt at this many times its compact
 	// size. The indexes on random uuids settle at about 70 % full, 1.4×;
 	// a held snapshot leaves the PENDING index hundreds of times its size.
@@ -72,7 +68,7 @@ type reindexPlan struct {
 
 // planReindex is the reindexer's rule: rebuild a valid index of at least
 // minBytes that is bloatFactor times its compact size or more, by the
-// catalog's count of its entries and their width (compactEntry); drop the invalid copies an interrupted
+// catalog's count of its entries; drop the invalid copies an interrupted
 // rebuild left. The count must be current: taken when the index was within
 // countedShare of its size (the vacuum that freed a hold's entries leaves
 // the pages, so it counts a bloated index at its full size). An index that
@@ -92,24 +88,11 @@ func planReindex(ixs []outbox.Index, h outbox.TableHealth, minBytes int64) reind
 			}
 		case ix.Entries >= 0 && ix.Bytes >= minBytes &&
 			float64(ix.CountedBytes) >= countedShare*float64(ix.Bytes) &&
-			float64(ix.Bytes) >= bloatFactor*compactEntry(ix)*max(ix.Entries, 1):
+			float64(ix.Bytes) >= bloatFactor*compactEntryBytes*max(ix.Entries, 1):
 			p.rebuild = append(p.rebuild, ix)
 		}
 	}
 	return p
-}
-
-// compactEntry estimates the bytes one entry of ix takes in a freshly
-// built btree: the 8-byte tuple header and the columns, padded to 8 bytes,
-// its 4-byte line pointer, at leafFill. The uuid primary key's entries are
-// less than half the widest index's, so one estimate for all would leave
-// it at 8× its compact size.
-func compactEntry(ix outbox.Index) float64 {
-	if ix.KeyBytes < 0 {
-		return compactEntryBytes
-	}
-	tuple := (8 + ix.KeyBytes + 7) &^ 7
-	return float64(tuple+4) / leafFill
 }
 
 // reindex checks the indexes every reindexCheck and runs a pass when one is

@@ -23,22 +23,16 @@ func TestPlanReindex(t *testing.T) {
 	ixs := []outbox.Index{
 		// A PENDING index after a hold: 100 MB for 2,000 entries, counted
 		// by the vacuum after it.
-		{Name: "route_passport_outbox_pending_idx", Bytes: 100 << 20, Entries: 2_000, CountedBytes: 100 << 20, Valid: true, KeyBytes: 16},
+		{Name: "route_passport_outbox_pending_idx", Bytes: 100 << 20, Entries: 2_000, CountedBytes: 100 << 20, Valid: true},
 		// A healthy uuid index: 5 M entries at 70 % fill.
-		{Name: "route_passport_outbox_pkey", Bytes: 5_000_000 * 40, Entries: 5_000_000, CountedBytes: 5_000_000 * 40, Valid: true, KeyBytes: 16},
-		// The soak's primary key after the hold: 265 B per 16-byte key,
-		// 8.5× its compact 31 B (the widest index's estimate, 68 B, would
-		// leave it).
-		{Name: "route_passport_outbox_pkey_soak", Bytes: 265 * 250_000, Entries: 250_000, CountedBytes: 265 * 250_000, Valid: true, KeyBytes: 16},
-		// The same without column statistics: the widest index's estimate.
-		{Name: "route_passport_outbox_pkey_unanalyzed", Bytes: 265 * 250_000, Entries: 250_000, CountedBytes: 265 * 250_000, Valid: true, KeyBytes: -1},
+		{Name: "route_passport_outbox_pkey", Bytes: 5_000_000 * 40, Entries: 5_000_000, CountedBytes: 5_000_000 * 40, Valid: true},
 		// Bloated, but below minBytes.
-		{Name: "route_passport_outbox_failed_idx", Bytes: minBytes - 1, Entries: 0, CountedBytes: minBytes - 1, Valid: true, KeyBytes: 16},
+		{Name: "route_passport_outbox_failed_idx", Bytes: minBytes - 1, Entries: 0, CountedBytes: minBytes - 1, Valid: true},
 		// Never counted: left alone whatever its size.
-		{Name: "route_passport_outbox_published_idx", Bytes: 1 << 30, Entries: -1, Valid: true, KeyBytes: 8},
+		{Name: "route_passport_outbox_published_idx", Bytes: 1 << 30, Entries: -1, Valid: true},
 		// Counted at its build on an empty table (one page, no entries),
 		// grown since: the count is stale, not the index bloated.
-		{Name: "route_passport_outbox_route_event_key", Bytes: 12 << 20, Entries: 0, CountedBytes: 8192, Valid: true, KeyBytes: 41},
+		{Name: "route_passport_outbox_route_event_key", Bytes: 12 << 20, Entries: 0, CountedBytes: 8192, Valid: true},
 		// Leftovers of an interrupted REINDEX CONCURRENTLY, and an invalid
 		// index that is not one (an operator's build in progress).
 		{Name: "route_passport_outbox_pending_idx_ccnew", Bytes: 8192, Entries: 0, Valid: false},
@@ -54,18 +48,12 @@ func TestPlanReindex(t *testing.T) {
 	}
 
 	p := planReindex(ixs, outbox.TableHealth{OldestXactAge: time.Second}, minBytes)
-	require.Equal(t, []string{"route_passport_outbox_pending_idx", "route_passport_outbox_pkey_soak"}, names(p.rebuild))
+	require.Equal(t, []string{"route_passport_outbox_pending_idx"}, names(p.rebuild))
 	require.Equal(t, []string{"route_passport_outbox_pending_idx_ccnew", "route_passport_outbox_pkey_ccold1"}, names(p.drop))
-
-	// The compact size of an entry: header and columns padded to 8 bytes,
-	// a line pointer, at the leaf fill.
-	require.InDelta(t, 28/leafFill, compactEntry(outbox.Index{KeyBytes: 16}), 1e-9)
-	require.InDelta(t, 60/leafFill, compactEntry(outbox.Index{KeyBytes: 41}), 1e-9)
-	require.Equal(t, float64(compactEntryBytes), compactEntry(outbox.Index{KeyBytes: -1}))
 
 	// At the threshold: bloatFactor × compact size.
 	size := int64(bloatFactor * compactEntryBytes * 100_000)
-	edge := outbox.Index{Name: "x", Bytes: size, Entries: 100_000, CountedBytes: size, Valid: true, KeyBytes: -1}
+	edge := outbox.Index{Name: "x", Bytes: size, Entries: 100_000, CountedBytes: size, Valid: true}
 	require.Len(t, planReindex([]outbox.Index{edge}, outbox.TableHealth{}, minBytes).rebuild, 1)
 	edge.Bytes, edge.CountedBytes = size-1, size-1
 	require.Empty(t, planReindex([]outbox.Index{edge}, outbox.TableHealth{}, minBytes).rebuild)
@@ -125,17 +113,6 @@ where i.indrelid = 'route_passport_outbox'::regclass`)
 	}
 	before := read()
 	const pending = "route_passport_outbox_pending_idx"
-	// The store reads each index's column widths from the statistics the
-	// analyze took: a uuid, two timestamps.
-	ixs, err := store.NewOutbox(pool).Indexes(ctx)
-	require.NoError(t, err)
-	widths := map[string]int64{}
-	for _, ix := range ixs {
-		widths[ix.Name] = ix.KeyBytes
-	}
-	require.Equal(t, int64(16), widths["route_passport_outbox_pkey"])
-	require.Equal(t, int64(16), widths[pending])
-	require.Greater(t, widths["route_passport_outbox_route_event_key"], int64(16), "a uuid and the event type's text")
 	require.Contains(t, before, "route_passport_outbox_pending_idx_ccnew")
 	require.Greater(t, before[pending].bytes, int64(256<<10), "the PENDING index should hold the pages of 40,000 entries")
 

@@ -13,23 +13,13 @@ import (
 // The reindexer's statements (pkg/relay/reindex.go): the outbox's indexes
 // as the catalog sees them, the maintenance lease, and the rebuild.
 
-// Indexes lists the indexes of route_passport_outbox with their size, the
-// catalog's count of entries and the average width of an entry's columns
-// (all of them, INCLUDE ones too: a leaf holds them; -1 when a column has no
-// statistics or is an expression).
+// Indexes lists the indexes of route_passport_outbox with their size and
+// the catalog's count of entries.
 func (o *Outbox) Indexes(ctx context.Context) ([]outbox.Index, error) {
 	rows, err := o.pool.Query(ctx, `
 select c.relname::text, pg_relation_size(c.oid), c.reltuples::float8,
-       c.relpages::int8 * current_setting('block_size')::int8, i.indisvalid,
-       coalesce((select case when bool_and(s.avg_width is not null) then sum(s.avg_width)::int8 end
-                 from unnest(i.indkey::int2[]) k(attnum)
-                 left join pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.attnum
-                 left join pg_stats s on s.schemaname = n.nspname and s.tablename = t.relname
-                                     and s.attname = a.attname and not s.inherited), -1)
-from pg_index i
-join pg_class c on c.oid = i.indexrelid
-join pg_class t on t.oid = i.indrelid
-join pg_namespace n on n.oid = t.relnamespace
+       c.relpages::int8 * current_setting('block_size')::int8, i.indisvalid
+from pg_index i join pg_class c on c.oid = i.indexrelid
 where i.indrelid = 'route_passport_outbox'::regclass
 order by c.relname`)
 	if err != nil {
@@ -37,7 +27,7 @@ order by c.relname`)
 	}
 	ixs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (outbox.Index, error) {
 		var ix outbox.Index
-		err := row.Scan(&ix.Name, &ix.Bytes, &ix.Entries, &ix.CountedBytes, &ix.Valid, &ix.KeyBytes)
+		err := row.Scan(&ix.Name, &ix.Bytes, &ix.Entries, &ix.CountedBytes, &ix.Valid)
 		return ix, err
 	})
 	if err != nil {
