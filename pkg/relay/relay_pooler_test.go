@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -73,8 +72,8 @@ func TestRelayPostgresBlackhole(t *testing.T) {
 	t.Parallel()
 	cluster := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
 	directURL := cluster.CreateDatabase(t, "relay_blackhole", true)
-	proxy := testenv.NewFaultProxy(t, "pg", fmt.Sprintf("127.0.0.1:%d", cluster.Port()))
-	proxied := strings.Replace(directURL, fmt.Sprintf("127.0.0.1:%d", cluster.Port()), proxy.Addr(), 1)
+	proxy := testenv.NewFaultProxy(t, "pg", cluster.Addr())
+	proxied := cluster.URLAt(proxy.Addr(), "relay_blackhole")
 	ctx := context.Background()
 	direct, err := store.Open(ctx, directURL)
 	require.NoError(t, err)
