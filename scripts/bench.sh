@@ -9,8 +9,8 @@
 # (30s), BENCH_E2E_WARMUP (10s at the rate before each latency and floor run,
 # not counted; 0: none), BENCH_FLOOR_DURATION (15s), BENCH_BACKLOG_ROWS (200000), BENCH_BUDGET
 # (16m), BENCH_RELAY_LINGER (0s: the relay's linger.ms for the stand-ins of its
-# producer), BENCH_ONLY (phases: ingest, ingest-ceiling, relay, relay-ceiling,
-# latency, floor, backlog; relay and backlog need ingest), BENCH_SERVICE_ENV
+# producer), BENCH_ONLY (phases: ingest, ingest-ceiling, relay, relay-ceiling, relay-db,
+# latency, floor, backlog; relay, relay-db and backlog need ingest), BENCH_SERVICE_ENV
 # (NAME=value,... added to both binaries, e.g. INGEST_BATCH_MAX_WAIT=5ms,
 # to set a setting against the defaults). A quick look:
 #   BENCH_RUNS=1 BENCH_INGEST_N=5000 BENCH_E2E_DURATION=5s \

@@ -90,6 +90,7 @@ type results struct {
 	ingCeil ingestCeilingResults
 	rel     relayResults
 	relCeil relayCeilingResults
+	relDB   relayDBResults
 	lat     seriesResults
 	floor   seriesResults
 	blg     backlogResults
@@ -113,6 +114,7 @@ func phases() []phase {
 		{"ingest-ceiling", 0.04, func(b *bench, d time.Time, r *results) { r.ingCeil = b.ingestCeilingPhase(d) }},
 		{"relay", 0.08, func(b *bench, d time.Time, r *results) { r.rel = b.relayPhase(r.ing.dbs, d) }},
 		{"relay-ceiling", 0.03, func(b *bench, d time.Time, r *results) { r.relCeil = b.relayCeilingPhase(d) }},
+		{"relay-db", 0.03, func(b *bench, d time.Time, r *results) { r.relDB = b.relayDBPhase(r.ing.dbs, d) }},
 		{"latency", 0.36, func(b *bench, d time.Time, r *results) { r.lat = b.latencyPhase(d) }},
 		{"floor", 0.17, func(b *bench, d time.Time, r *results) { r.floor = b.floorPhase(d) }},
 		{"backlog", 0.12, func(b *bench, d time.Time, r *results) { r.blg = b.backlogPhase(r.ing.dbs, d) }},

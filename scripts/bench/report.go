@@ -88,6 +88,8 @@ func (b *bench) table(r *results, m machineInfo) string {
 	shape := b.relayConfig().Config.WithDefaults()
 	row("Raw producer in the relay's shape, events/s", fmt.Sprintf("the same, %d per ProduceBatch, %d in flight (OUTBOX_BATCH_SIZE, OUTBOX_WORKERS)", shape.BatchSize, shape.Workers),
 		fmtRate(median(r.relCeil.shaped)), n(r.relCeil.shaped), "—", "")
+	row("Relay DB bound, events/s", "the relay's code and settings on a copy of the same database, a publisher that acknowledges at once (no Kafka)",
+		fmtRate(median(r.relDB.rates)), n(r.relDB.rates), "—", "")
 
 	for _, s := range r.lat.series {
 		setting := fmt.Sprintf("%s passports/s for %s, both binaries", groupDigits(int64(s.rate)), b.cfg.e2eFor)
@@ -133,6 +135,7 @@ func (b *bench) writeReport(table, targets string, r *results) {
 		groupDigits(int64(rel.rows)))
 	fmt.Fprintf(&sb, "- **Relay ceiling**: the %s records the relay would publish for the ingest phase's passports (keys, headers and topics built as the ingestor builds the outbox rows, payloads passed through jsonb as the relay reads them back), produced by a producer with the relay's settings to the same broker in chunks of %s, %d chunks in flight; rate = records ÷ time from the first produce to the last delivery report. The same records are then produced in the relay's shape (its batch size per ProduceBatch, its worker count in flight), for comparison only.\n",
 		groupDigits(int64(r.relCeil.n)), groupDigits(ceilingRelayChunk), ceilingRelayInFlight)
+	sb.WriteString("- **Relay DB bound**: the relay's own code (pkg/relay with the service's settings: its claims, marks, LISTEN and housekeeping) inside the bench process, on a file-level copy of the same database as the relay runs, with a publisher that acknowledges every record at once; rate as for the relay. What the relay could publish if Kafka cost nothing: with the raw-producer ceiling (Kafka alone, no database) it brackets the relay, and the lower of the two says where the gap is. Its CPU shows under “rest” (the bench process).\n")
 	var samples, missing []int
 	var maxes []float64
 	for _, s := range r.lat.series {
@@ -160,8 +163,8 @@ func (b *bench) writeReport(table, targets string, r *results) {
 	sb.WriteString("\n## Per run\n\n")
 	fmt.Fprintf(&sb, "- ingest default: %s passports/s\n- ingest INGEST_BATCH_SIZE=1: %s passports/s\n- ingest ratio: %s\n- ingest ceiling: %s passports/s\n",
 		rates(ing.def), rates(ing.one), ratiosStr(ing.ratios), rates(r.ingCeil.rates))
-	fmt.Fprintf(&sb, "- relay seed: %s events/s\n- relay default: %s events/s\n- relay ratio: %s\n- relay ceiling: %s records/s (in the relay's shape: %s)\n",
-		rates(rel.seed), rates(rel.def), ratiosStr(rel.ratios), rates(r.relCeil.rates), rates(r.relCeil.shaped))
+	fmt.Fprintf(&sb, "- relay seed: %s events/s\n- relay default: %s events/s\n- relay ratio: %s\n- relay ceiling: %s records/s (in the relay's shape: %s)\n- relay DB bound: %s events/s\n",
+		rates(rel.seed), rates(rel.def), ratiosStr(rel.ratios), rates(r.relCeil.rates), rates(r.relCeil.shaped), rates(r.relDB.rates))
 	for _, s := range r.lat.series {
 		fmt.Fprintf(&sb, "- latency at %s/s p50/p95/p99 ms: %v / %v / %v\n", groupDigits(int64(s.rate)), roundAll(s.p50), roundAll(s.p95), roundAll(s.p99))
 	}
@@ -179,6 +182,7 @@ func (b *bench) writeReport(table, targets string, r *results) {
 	all := []phaseObs{
 		{"ingest default", ing.obsDef}, {"ingest INGEST_BATCH_SIZE=1", ing.obsOne}, {"ingest ceiling (DB-only writer)", r.ingCeil.obs},
 		{"relay seed", rel.obsSeed}, {"relay default", rel.obsDef}, {"relay ceiling (raw producer)", r.relCeil.obs},
+		{"relay DB bound (no Kafka; the relay in the bench process)", r.relDB.obs},
 	}
 	for _, s := range r.lat.series {
 		all = append(all, phaseObs{fmt.Sprintf("latency at %s/s (ingestor + relay)", groupDigits(int64(s.rate))), s.obs})
@@ -192,7 +196,7 @@ func (b *bench) writeReport(table, targets string, r *results) {
 		fmt.Fprintf(&sb, "| %s | %s | %.2f | %.0f %% | %.0f %% | %.2f | %s |\n", ph.name, o.procCPU(), o.pgCores, 100*o.machineBusy, 100*o.steal, o.rest(), o.topWaits(5))
 	}
 	var errs []string
-	for _, e := range [][]string{ing.errs, r.ingCeil.errs, rel.errs, r.relCeil.errs, r.lat.errs, r.floor.errs, blg.errs} {
+	for _, e := range [][]string{ing.errs, r.ingCeil.errs, rel.errs, r.relCeil.errs, r.relDB.errs, r.lat.errs, r.floor.errs, blg.errs} {
 		errs = append(errs, e...)
 	}
 	if len(errs)+len(b.notes) > 0 {
