@@ -51,7 +51,10 @@ func (r *Relay) Connected(ctx context.Context) {
 
 func (r *Relay) probeListener(ctx context.Context) {
 	sent := time.Now()
-	if err := r.notifier.Notify(ctx); err != nil {
+	c, cancel := r.dbCall(ctx)
+	err := r.notifier.Notify(c)
+	cancel()
+	if err != nil {
 		// The database is unreachable; the listener will reconnect and
 		// probe again.
 		r.logger.DebugContext(ctx, "cannot send the listener probe", "err", err)
