@@ -19,8 +19,9 @@ import (
 // TestRelayBehindPgBouncer: with the pool through PgBouncer in transaction
 // mode (default_query_exec_mode=exec), every row is marked PUBLISHED. With
 // LISTEN through the pooler too, no notification arrives and the relay
-// says it polls, from its listener probe before any row is written; with the LISTEN on a direct connection
-// (DATABASE_LISTEN_URL) it stays in notify mode.
+// says it polls, from its listener probe before any row is written; with
+// the LISTEN on a direct connection (DATABASE_LISTEN_URL) it stays in
+// notify mode.
 func TestRelayBehindPgBouncer(t *testing.T) {
 	t.Parallel()
 	cluster := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})

@@ -65,7 +65,7 @@ on conflict (id) do update set paused = $1, reason = $2, updated_by = $3, update
 		if err != nil {
 			return fmt.Errorf("set outbox_relay_control: %w", err)
 		}
-		_, err = tx.Exec(ctx, `select pg_notify($1, '')`, NotifyChannel)
+		_, err = tx.Exec(ctx, notifySQL, NotifyChannel)
 		return err
 	})
 }
@@ -73,7 +73,7 @@ on conflict (id) do update set paused = $1, reason = $2, updated_by = $3, update
 // Notify sends one notification on NotifyChannel, as a write does; the
 // relay sends it to check that its LISTEN hears.
 func (o *Outbox) Notify(ctx context.Context) error {
-	if _, err := o.pool.Exec(ctx, `select pg_notify($1, '')`, NotifyChannel); err != nil {
+	if _, err := o.pool.Exec(ctx, notifySQL, NotifyChannel); err != nil {
 		return fmt.Errorf("notify %s: %w", NotifyChannel, err)
 	}
 	return nil
@@ -273,7 +273,7 @@ where `+where+` and not `+inFlight, args...)
 			}
 		}
 		if res.Requeued > 0 {
-			_, err = tx.Exec(ctx, `select pg_notify($1, '')`, NotifyChannel)
+			_, err = tx.Exec(ctx, notifySQL, NotifyChannel)
 		}
 		return err
 	})

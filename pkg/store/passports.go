@@ -137,7 +137,7 @@ func (t *passportTx) Write(ctx context.Context, accepted []passport.Accepted) er
 	b := &pgx.Batch{}
 	b.Queue(upsertPassportsSQL, pr.args()...)
 	b.Queue(insertOutboxSQL, append(or.args(), t.maxAttempts)...)
-	b.Queue("select pg_notify($1, '')", NotifyChannel)
+	b.Queue(notifySQL, NotifyChannel)
 	if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("write %d passports: %w", len(order), err)
 	}
