@@ -95,38 +95,28 @@ func (b *bench) relayDBRun(run int, src string) (float64, observation, error) {
 	go func() { done <- r.Run(ctx) }()
 	go func() { _ = store.Listen(ctx, logger, url, time.Second, r.Notified, func() { r.Connected(ctx) }) }()
 
-	t0 := time.Now()
-	var t1 time.Time
-	var p1, pub float64
-	for pub < float64(rows) {
-		time.Sleep(50 * time.Millisecond)
-		if pub, err = counterValue(reg, "route_passport_outbox_published_total"); err != nil {
-			return 0, s.stop(), fmt.Errorf("relay DB bound: %w", err)
-		}
-		if pub > 0 && t1.IsZero() {
-			t1, p1 = time.Now(), pub
-		}
-		if time.Since(t0) > 4*time.Minute {
-			return 0, s.stop(), fmt.Errorf("relay DB bound run %d: %.0f of %d published after 4 minutes", run, pub, rows)
-		}
-	}
-	el := time.Since(t1).Seconds()
+	f, err := followPublished(rows, func() (float64, error) {
+		return counterValue(reg, "route_passport_outbox_published_total")
+	})
 	obs := s.stop()
+	if err != nil {
+		return 0, obs, fmt.Errorf("relay DB bound run %d: %w", run, err)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		return 0, obs, fmt.Errorf("relay DB bound: run: %w", err)
 	}
-	var published int
-	if err := b.scalar(url, `select count(*) from route_passport_outbox where status = 'PUBLISHED'`, &published); err != nil {
+	var n int
+	if err := b.scalar(url, `select count(*) from route_passport_outbox where status = 'PUBLISHED'`, &n); err != nil {
 		return 0, obs, err
 	}
-	if published != rows {
-		return 0, obs, fmt.Errorf("relay DB bound run %d: the counter reached %.0f but %d of %d rows are PUBLISHED", run, pub, published, rows)
+	if n != rows {
+		return 0, obs, fmt.Errorf("relay DB bound run %d: the counter reached %.0f but %d of %d rows are PUBLISHED", run, f.published, n, rows)
 	}
-	if el <= 0 {
+	if f.rate <= 0 {
 		return 0, obs, fmt.Errorf("relay DB bound run %d: every row was published within one 50 ms sample", run)
 	}
-	return (pub - p1) / el, obs, nil
+	return f.rate, obs, nil
 }
 
 // counterValue sums the counter name over its labels in reg.

@@ -75,40 +75,61 @@ func (b *bench) relayRun(label, src string, run int, extraEnv []string) (relayRu
 	proc := e2e.NewProc(t, fmt.Sprintf("relay-%s-%d", label, run), b.bins.Relay, env)
 	proc.Start()
 	defer proc.Stop()
-	t0 := time.Now()
 	s := b.startSampler(db, map[string]*e2e.Proc{"relay": proc})
-	var t1 time.Time
-	var p1, pub float64
-	for {
-		time.Sleep(50 * time.Millisecond)
-		pub, _ = proc.Metric("route_passport_outbox_published_total")
-		now := time.Now()
-		if pub > 0 && t1.IsZero() {
-			t1, p1 = now, pub
-		}
-		if pub >= float64(res.rows) {
-			res.total = now.Sub(t0)
-			break
-		}
+	f, err := followPublished(res.rows, func() (float64, error) {
+		pub, _ := proc.Metric("route_passport_outbox_published_total")
 		if !proc.Running() {
-			res.obs = s.stop()
-			return res, fmt.Errorf("relay %s run %d: the relay exited; log tail:\n%s", label, run, proc.LogTail(20))
+			return pub, fmt.Errorf("the relay exited; log tail:\n%s", proc.LogTail(20))
 		}
-		if now.Sub(t0) > 4*time.Minute {
-			res.obs = s.stop()
-			return res, fmt.Errorf("relay %s run %d: %0.f of %d published after 4 minutes", label, run, pub, res.rows)
-		}
-	}
+		return pub, nil
+	})
 	res.obs = s.stop()
+	if err != nil {
+		return res, fmt.Errorf("relay %s run %d: %w", label, run, err)
+	}
+	res.rate, res.total = f.rate, f.total
 	var published int
 	if err := b.scalar(url, `select count(*) from route_passport_outbox where status = 'PUBLISHED'`, &published); err != nil {
 		return res, err
 	}
 	if published != res.rows {
-		b.note("relay %s run %d: the counter reached %0.f but %d of %d rows are PUBLISHED", label, run, pub, published, res.rows)
-	}
-	if el := time.Since(t1).Seconds(); el > 0 {
-		res.rate = (pub - p1) / el
+		b.note("relay %s run %d: the counter reached %0.f but %d of %d rows are PUBLISHED", label, run, f.published, published, res.rows)
 	}
 	return res, nil
+}
+
+// publishedRun is what followPublished saw.
+type publishedRun struct {
+	rate      float64       // rows/s from the first published row to the last
+	total     time.Duration // from the call until every row was published
+	published float64       // the counter's last value
+}
+
+// followPublished samples count (a relay's published counter) every 50 ms
+// until it reaches rows, and fails when count does or after 4 minutes.
+func followPublished(rows int, count func() (float64, error)) (publishedRun, error) {
+	t0 := time.Now()
+	var t1 time.Time
+	var p1 float64
+	for {
+		time.Sleep(50 * time.Millisecond)
+		pub, err := count()
+		now := time.Now()
+		if pub > 0 && t1.IsZero() {
+			t1, p1 = now, pub
+		}
+		if pub >= float64(rows) {
+			res := publishedRun{total: now.Sub(t0), published: pub}
+			if el := now.Sub(t1).Seconds(); el > 0 {
+				res.rate = (pub - p1) / el
+			}
+			return res, nil
+		}
+		if err != nil {
+			return publishedRun{published: pub}, err
+		}
+		if now.Sub(t0) > 4*time.Minute {
+			return publishedRun{published: pub}, fmt.Errorf("%0.f of %d published after 4 minutes", pub, rows)
+		}
+	}
 }
