@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -19,7 +18,11 @@ type item struct {
 	acc   passport.Accepted
 	epoch uint64 // assignment epoch of the record's partition when polled
 
-	cerr *passport.ContractError // contract error, when invalid
+	// parseOnce guards passport, cerr and parsed, which the parser
+	// goroutine or the batch sets (parse.go).
+	parseOnce sync.Once
+	passport  *passport.Passport      // the parsed record, when valid
+	cerr      *passport.ContractError // contract error, when invalid
 
 	// fetched and parsed: when Poll returned the record and when it was
 	// parsed (the stage histogram's points).
@@ -81,27 +84,20 @@ func wait(ctx context.Context, ch <-chan struct{}) bool {
 	}
 }
 
-// process runs one batch to completion: parse, dead-letter contract errors
-// and write the valid records.
+// process runs one batch to completion: parse (what the parser has not
+// parsed yet), dead-letter contract errors and write the valid records.
 func (in *Ingestor) process(ctx context.Context, b *batch) {
 	start := time.Now()
 	ctx, endSpans := in.traceBatch(ctx, b)
 	defer endSpans()
 	var valid, invalid []*item
 	for _, it := range b.items {
-		p, err := passport.Parse(it.rec().Value, in.cfg.Limits)
-		if err != nil {
-			var ce *passport.ContractError
-			if !errors.As(err, &ce) {
-				ce = &passport.ContractError{Reason: err.Error()}
-			}
-			it.cerr = ce
+		in.parse(it)
+		if it.cerr != nil {
 			invalid = append(invalid, it)
 			continue
 		}
-		it.acc = passport.AcceptTraced(p, it.acc.Source, in.cfg.Events, recordTraceparent(it))
-		it.parsed = time.Now()
-		in.metrics.stageParsed.Observe(it.parsed.Sub(it.fetched).Seconds())
+		it.acc = passport.AcceptTraced(it.passport, it.acc.Source, in.cfg.Events, recordTraceparent(it))
 		valid = append(valid, it)
 	}
 	b.routes = make(map[string]struct{}, len(valid))

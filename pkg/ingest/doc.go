@@ -15,9 +15,13 @@
 //
 // # Pipeline
 //
+// Records are parsed as they arrive, by one parser goroutine (parse.go), so
+// that a batch waiting for its turn has its records parsed when it goes; a
+// batch parses what the parser has not reached (under a backlog).
+//
 // At most two batches (Config.Pipeline) are in flight, each on its own
-// database connection. A batch parses its records, dead-letters the contract
-// errors (concurrently with its database write) and writes the valid ones in
+// database connection. A batch dead-letters the contract errors
+// (concurrently with its database write) and writes the valid records in
 // one transaction. Batches are chained so that the database sees them in
 // poll order:
 //

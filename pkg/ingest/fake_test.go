@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/ingest"
@@ -311,6 +312,7 @@ func (h logCounter) count(sub string) int {
 type fakeRun struct {
 	in     *ingest.Ingestor
 	ready  *obs.Readiness
+	reg    *prometheus.Registry
 	logs   logCounter
 	cancel func()
 	done   chan error
@@ -334,7 +336,7 @@ func startFake(t *testing.T, c *fakeConsumer, s *fakeStore, d *fakeDLQ, mods ...
 	in, err := ingest.New(slog.New(h), cfg, c, s, d, ingest.NewMetrics(reg), ready)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &fakeRun{in: in, ready: ready, logs: h, cancel: cancel, done: make(chan error, 1)}
+	r := &fakeRun{in: in, ready: ready, reg: reg, logs: h, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- in.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
@@ -595,6 +597,55 @@ func TestFakeNaturalBatchingWaitsForTheWriteAhead(t *testing.T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	require.Equal(t, []int{1, 5}, s.counts, "the lone record at once, then all that arrived behind it in one batch")
+}
+
+// Records that arrive while the batch ahead runs its statements are parsed
+// while they wait, not when their batch goes: a batch's turn does not
+// include its records' parse time.
+func TestFakeParsedWhileTheBatchAheadWrites(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	s := newFakeStore()
+	release := make(chan struct{})
+	var calls atomic.Int32
+	s.setFail(func([]passport.Accepted) error {
+		if calls.Add(1) == 1 {
+			<-release
+		}
+		return nil
+	})
+	r := startFake(t, c, s, &fakeDLQ{})
+	unblock := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unblock) // runs before startFake's, which waits for Run
+	c.add(0, values(t, 1)...)
+	require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, time.Millisecond)
+	c.add(0, values(t, 5)...)
+	require.Eventually(t, func() bool { return r.stageCount(t, "parsed") == 6 }, 5*time.Second, time.Millisecond,
+		"the five records behind the held batch are parsed before it finishes")
+	require.Equal(t, int32(1), calls.Load(), "their batch has not gone yet")
+	unblock()
+	require.Eventually(t, func() bool { return s.routes() == 6 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, uint64(6), r.stageCount(t, "parsed"), "each record parsed once")
+}
+
+// stageCount is the sample count of one stage of the stage histogram.
+func (r *fakeRun) stageCount(t *testing.T, stage string) uint64 {
+	t.Helper()
+	mfs, err := r.reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != obs.StageMetric {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "stage" && l.GetValue() == stage {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // A batch that waits (BatchMaxWait > 0) still goes after BatchMaxWait

@@ -51,6 +51,7 @@ func (in *Ingestor) loop(ctx, batchCtx context.Context) error {
 		it.acc.Source = *rec
 		in.pending = append(in.pending, it)
 		in.pendingBytes += len(rec.Value)
+		in.queueParse(it)
 	}
 }
 
