@@ -19,6 +19,11 @@ import (
 
 // parseAheadQueue is how many polled records may wait for the parser; when
 // it is full the poll loop does not wait: the record's batch parses it.
+// Every pending record may be parsed ahead (under a backlog the parser is a
+// third goroutine parsing beside the two batches): a parsed passport holds
+// at most about its raw record's size again (mostly the WKT, half the
+// record on average for passportgen's passports, 0.82 at most), so pending,
+// bounded by PauseRecords and PauseBytes, may take up to twice PauseBytes.
 func parseAheadQueue(cfg Config) int { return cfg.Pipeline * cfg.BatchSize }
 
 // parseAhead parses the records of q until ctx ends.
