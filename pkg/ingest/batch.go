@@ -18,11 +18,10 @@ type item struct {
 	acc   passport.Accepted
 	epoch uint64 // assignment epoch of the record's partition when polled
 
-	// parseOnce guards passport, cerr and parsed, which the parser
-	// goroutine or the batch sets (parse.go).
-	parseOnce sync.Once
-	passport  *passport.Passport      // the parsed record, when valid
-	cerr      *passport.ContractError // contract error, when invalid
+	// passport or cerr: the parse's outcome, set by the poll loop while the
+	// record is pending or by its batch (parse.go).
+	passport *passport.Passport      // the parsed record, when valid
+	cerr     *passport.ContractError // contract error, when invalid
 
 	// fetched and parsed: when Poll returned the record and when it was
 	// parsed (the stage histogram's points).
@@ -84,7 +83,7 @@ func wait(ctx context.Context, ch <-chan struct{}) bool {
 	}
 }
 
-// process runs one batch to completion: parse (what the parser has not
+// process runs one batch to completion: parse (what the poll loop has not
 // parsed yet), dead-letter contract errors and write the valid records.
 func (in *Ingestor) process(ctx context.Context, b *batch) {
 	start := time.Now()

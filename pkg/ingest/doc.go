@@ -15,9 +15,9 @@
 //
 // # Pipeline
 //
-// Records are parsed as they arrive, by one parser goroutine (parse.go), so
-// that a batch waiting for its turn has its records parsed when it goes; a
-// batch parses what the parser has not reached (under a backlog).
+// While it would wait in Poll, the loop parses pending records (parse.go),
+// so that a batch waiting for its turn has its records parsed when it goes;
+// a batch parses what the loop has not reached.
 //
 // At most two batches (Config.Pipeline) are in flight, each on its own
 // database connection. A batch dead-letters the contract errors

@@ -72,7 +72,7 @@ var errCommitHook = errors.New("ingest: commit stopped by hook")
 
 // Ingestor runs the consume → write/dead-letter → commit loop. The loop's
 // concerns live in files of their own: poll.go (polling and dispatch),
-// parse.go (parsing ahead of the batch), batch.go (one batch), write.go (the database write), deadletter.go,
+// parse.go (parsing while records wait), batch.go (one batch), write.go (the database write), deadletter.go,
 // commit.go (offset commits), flow.go (pause/resume), rebalance.go and
 // health.go.
 type Ingestor struct {
@@ -109,8 +109,8 @@ type Ingestor struct {
 	inflight   int
 	dispatched map[int32]int // partition → records in in-flight batches
 	results    chan *batch
-	parseQ     chan *item // to the parser goroutine (parse.go)
-	last       *batch     // the most recently dispatched batch (chain tail)
+	unparsed   int    // pending[:unparsed] are parsed (parse.go)
+	last       *batch // the most recently dispatched batch (chain tail)
 	paused     map[int32]bool
 	stopped    bool // BeforeCommit failed
 	hookErr    error
@@ -145,7 +145,6 @@ func New(logger *slog.Logger, cfg Config, consumer Consumer, st Store, dl DLQ, m
 		tracker:     newTracker(),
 		dispatched:  map[int32]int{},
 		results:     make(chan *batch, cfg.Pipeline),
-		parseQ:      make(chan *item, parseAheadQueue(cfg)),
 		paused:      map[int32]bool{},
 		commitBo:    backoff.New(time.Second, 10*time.Second),
 	}
@@ -171,7 +170,6 @@ func (in *Ingestor) Run(ctx context.Context) error {
 	defer stopWatch()
 	go in.watch(watchCtx, in.dbHealth, in.store.Ping, &in.dbWriters)
 	go in.watch(watchCtx, in.dlqHealth, in.probeDLQ, &in.dlqWriters)
-	go in.parseAhead(watchCtx, in.parseQ)
 
 	if err := in.consumer.Subscribe(in.onAssigned, in.onRevoked); err != nil {
 		return err

@@ -24,7 +24,11 @@ func (in *Ingestor) loop(ctx, batchCtx context.Context) error {
 		in.flowControl(ctx)
 		in.updateLag()
 
-		rec, err := in.consumer.Poll(in.pollTimeout())
+		timeout := in.pollTimeout()
+		if timeout > 0 && in.parseNext() {
+			timeout = 0 // parsed instead of waiting; look again at once
+		}
+		rec, err := in.consumer.Poll(timeout)
 		if err != nil {
 			return err
 		}
@@ -51,7 +55,6 @@ func (in *Ingestor) loop(ctx, batchCtx context.Context) error {
 		it.acc.Source = *rec
 		in.pending = append(in.pending, it)
 		in.pendingBytes += len(rec.Value)
-		in.queueParse(it)
 	}
 }
 
@@ -141,6 +144,7 @@ func (in *Ingestor) dispatch(ctx context.Context) {
 		rest := copy(in.pending, in.pending[n:])
 		clear(in.pending[rest:])
 		in.pending = in.pending[:rest]
+		in.unparsed = max(in.unparsed-n, 0)
 		for _, it := range items {
 			in.pendingBytes -= len(it.rec().Value)
 			in.dispatched[it.rec().Partition]++

@@ -93,6 +93,7 @@ func (in *Ingestor) dropPending(parts map[int32]bool) {
 	}
 	clear(in.pending[len(kept):])
 	in.pending = kept
+	in.unparsed = 0 // parseNext skips the parsed ones
 }
 
 func (in *Ingestor) ownedEpoch(p int32) (uint64, bool) {
