@@ -395,6 +395,12 @@ func NewProducer(t testing.TB, bootstrap, topic string, opts ...kgo.Opt) *Produc
 		kgo.DefaultProduceTopic(topic),
 		kgo.ProducerLinger(2 * time.Millisecond),
 		kgo.MaxBufferedRecords(20_000),
+		// The fault scenarios cut links on purpose: a connection the
+		// proxy closes during the API-versions handshake ends in EOF on
+		// the first read, which franz-go otherwise takes for a TLS or SASL
+		// misconfiguration and fails the buffered records (seen in CI's
+		// kafka-blackhole at the heal).
+		kgo.AlwaysRetryEOF(),
 	}, opts...)...)
 	if err != nil {
 		t.Fatalf("e2e: producer: %v", err)
