@@ -209,6 +209,24 @@ func (s *fakeStore) setPingFail(f func() error) {
 	s.pingFail = f
 }
 
+// holdFirstWrite makes the first write of s block, its batch's statements
+// running, until release; calls counts the writes. Called after startFake,
+// its cleanup releases the write before startFake's waits for Run, so a
+// failing test does not hang.
+func holdFirstWrite(t *testing.T, s *fakeStore) (calls *atomic.Int32, release func()) {
+	calls = new(atomic.Int32)
+	held := make(chan struct{})
+	release = sync.OnceFunc(func() { close(held) })
+	t.Cleanup(release)
+	s.setFail(func([]passport.Accepted) error {
+		if calls.Add(1) == 1 {
+			<-held
+		}
+		return nil
+	})
+	return calls, release
+}
+
 func (s *fakeStore) routes() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -575,15 +593,8 @@ func TestFakeNaturalBatchingWaitsForTheWriteAhead(t *testing.T) {
 	t.Parallel()
 	c := newFakeConsumer(0)
 	s := newFakeStore()
-	release := make(chan struct{})
-	var calls atomic.Int32
-	s.setFail(func([]passport.Accepted) error {
-		if calls.Add(1) == 1 {
-			<-release // the first batch's statements are running
-		}
-		return nil
-	})
 	startFake(t, c, s, &fakeDLQ{})
+	calls, release := holdFirstWrite(t, s)
 	c.add(0, values(t, 1)...)
 	require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, time.Millisecond)
 	for _, v := range values(t, 5) {
@@ -592,7 +603,7 @@ func TestFakeNaturalBatchingWaitsForTheWriteAhead(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond)
 	require.Equal(t, int32(1), calls.Load(), "no second write while the first one runs")
-	close(release)
+	release()
 	require.Eventually(t, func() bool { return s.routes() == 6 }, 5*time.Second, time.Millisecond)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -606,24 +617,15 @@ func TestFakeParsedWhileTheBatchAheadWrites(t *testing.T) {
 	t.Parallel()
 	c := newFakeConsumer(0)
 	s := newFakeStore()
-	release := make(chan struct{})
-	var calls atomic.Int32
-	s.setFail(func([]passport.Accepted) error {
-		if calls.Add(1) == 1 {
-			<-release
-		}
-		return nil
-	})
 	r := startFake(t, c, s, &fakeDLQ{})
-	unblock := sync.OnceFunc(func() { close(release) })
-	t.Cleanup(unblock) // runs before startFake's, which waits for Run
+	calls, release := holdFirstWrite(t, s)
 	c.add(0, values(t, 1)...)
 	require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, time.Millisecond)
 	c.add(0, values(t, 5)...)
 	require.Eventually(t, func() bool { return r.stageCount(t, "parsed") == 6 }, 5*time.Second, time.Millisecond,
 		"the five records behind the held batch are parsed before it finishes")
 	require.Equal(t, int32(1), calls.Load(), "their batch has not gone yet")
-	unblock()
+	release()
 	require.Eventually(t, func() bool { return s.routes() == 6 }, 5*time.Second, time.Millisecond)
 	require.Equal(t, uint64(6), r.stageCount(t, "parsed"), "each record parsed once")
 }
@@ -631,21 +633,8 @@ func TestFakeParsedWhileTheBatchAheadWrites(t *testing.T) {
 // stageCount is the sample count of one stage of the stage histogram.
 func (r *fakeRun) stageCount(t *testing.T, stage string) uint64 {
 	t.Helper()
-	mfs, err := r.reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != obs.StageMetric {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "stage" && l.GetValue() == stage {
-					return m.GetHistogram().GetSampleCount()
-				}
-			}
-		}
-	}
-	return 0
+	counts, _ := stageSamples(t, r.reg)
+	return counts[stage]
 }
 
 // A batch that waits (BatchMaxWait > 0) still goes after BatchMaxWait

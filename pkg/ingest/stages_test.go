@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/obs"
@@ -23,10 +24,21 @@ func TestStageHistogramsPerRecord(t *testing.T) {
 	b.waitCommitted(t, endOffsets(all), 60*time.Second)
 	require.NoError(t, r.stop(t))
 
-	mfs, err := r.reg.Gather()
+	counts, sums := stageSamples(t, r.reg)
+	require.Equal(t, map[string]uint64{"fetched": 8, "parsed": 7, "committed": 7}, counts)
+	for stage, sum := range sums {
+		require.Greater(t, sum, 0.0, stage)
+		require.Less(t, sum, 60.0, stage)
+	}
+}
+
+// stageSamples is the sample count and sum of each stage of the stage
+// histogram in reg.
+func stageSamples(t testing.TB, reg prometheus.Gatherer) (map[string]uint64, map[string]float64) {
+	t.Helper()
+	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	counts := map[string]uint64{}
-	var sums = map[string]float64{}
+	counts, sums := map[string]uint64{}, map[string]float64{}
 	for _, mf := range mfs {
 		if mf.GetName() != obs.StageMetric {
 			continue
@@ -40,9 +52,5 @@ func TestStageHistogramsPerRecord(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, map[string]uint64{"fetched": 8, "parsed": 7, "committed": 7}, counts)
-	for stage, sum := range sums {
-		require.Greater(t, sum, 0.0, stage)
-		require.Less(t, sum, 60.0, stage)
-	}
+	return counts, sums
 }
