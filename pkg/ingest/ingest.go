@@ -72,9 +72,9 @@ var errCommitHook = errors.New("ingest: commit stopped by hook")
 
 // Ingestor runs the consume → write/dead-letter → commit loop. The loop's
 // concerns live in files of their own: poll.go (polling and dispatch),
-// parse.go (parsing while records wait), batch.go (one batch), write.go (the database write), deadletter.go,
-// commit.go (offset commits), flow.go (pause/resume), rebalance.go and
-// health.go.
+// parse.go (parsing while records wait), batch.go (one batch), write.go
+// (the database write), deadletter.go, commit.go (offset commits), flow.go
+// (pause/resume), rebalance.go and health.go.
 type Ingestor struct {
 	logger      *slog.Logger
 	cfg         Config
