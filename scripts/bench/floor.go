@@ -121,12 +121,18 @@ func (b *bench) floorRun(run, rate int, r *latencySeries) error {
 	for i := range recs {
 		recs[i].Key = []byte(strconv.Itoa(i))
 	}
+	// What the two hops alone cost the machine at this rate: the same
+	// harness runs beside the service in the latency phase.
+	var s *sampler
+	var obs observation
 	res, err := b.runStream(stream{
 		rate: rate, recs: recs, inTopic: in, outTopics: []string{out1, out2}, perInput: 2, warmup: warmup,
 		identify: func(kr *kgo.Record) (int, bool) {
 			i, err := strconv.Atoi(string(kr.Key))
 			return i, err == nil
 		},
+		started: func() { s = b.startSampler("postgres", nil) },
+		stopped: func() { obs = s.stop() },
 	})
 	if err != nil {
 		return fmt.Errorf("floor run %d at %d/s: %w", run, rate, err)
@@ -141,5 +147,6 @@ func (b *bench) floorRun(run, rate int, r *latencySeries) error {
 		return fmt.Errorf("floor run %d at %d/s: no output consumed", run, rate)
 	}
 	r.add(res, 2*len(recs))
+	r.obs = append(r.obs, obs)
 	return nil
 }

@@ -173,8 +173,8 @@ func (b *bench) writeReport(table, targets string, r *results) {
 	}
 	fmt.Fprintf(&sb, "- backlog drain s: %v (events/s %s)\n", roundAll(blg.secs), rates(blg.rates))
 
-	sb.WriteString("\n## What the machine was doing\n\nCPU in cores (CPU seconds ÷ wall seconds) of the service process, of the PostgreSQL processes serving the cluster, and of the whole machine (busy share of all cores; “stolen” = the share the host gave to other tenants while this machine wanted to run, which slows every process alike and shows in no process's CPU; “rest” = busy cores not used by the service or PostgreSQL: the dev broker, the benchmark's own producer/consumer — and, in the ceilings, the bench's writer or producer itself — and any other load on the machine, which skews the figures); PostgreSQL wait events sampled every 100 ms from pg_stat_activity (active backends only; `CPU` = no wait event).\n\n")
-	sb.WriteString("| Phase | Service CPU | PostgreSQL CPU | Machine busy | Stolen | Rest of the machine | Top wait events |\n|---|---:|---:|---:|---:|---:|---|\n")
+	sb.WriteString("\n## What the machine was doing\n\nCPU in cores (CPU seconds ÷ wall seconds) of the service process, of the PostgreSQL processes serving the cluster, and of the whole machine (busy share of all cores; “stolen” = the share the host gave to other tenants while this machine wanted to run, which slows every process alike and shows in no process's CPU; the dev broker's process; the bench process: its own producer and consumer and, in the floor and the ceilings, the stand-ins, writer or producer it runs; “rest” = busy cores used by none of these: the kernel's own threads and any other load on the machine, which skews the figures); context switches per second of the whole machine (/proc/stat: on this virtual machine a switch costs the host a trap, so their rate shows CPU that no process's own work accounts for); PostgreSQL wait events sampled every 100 ms from pg_stat_activity (active backends only; `CPU` = no wait event). The floor rows are the harness alone at the latency phase's rates: what the latency runs' service and PostgreSQL share the machine with.\n\n")
+	sb.WriteString("| Phase | Service CPU | PostgreSQL CPU | Dev broker CPU | Bench process CPU | Machine busy | Stolen | Rest of the machine | Context switches/s | Top wait events |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	type phaseObs struct {
 		name string
 		obs  []observation
@@ -187,13 +187,17 @@ func (b *bench) writeReport(table, targets string, r *results) {
 	for _, s := range r.lat.series {
 		all = append(all, phaseObs{fmt.Sprintf("latency at %s/s (ingestor + relay)", groupDigits(int64(s.rate))), s.obs})
 	}
+	for _, s := range r.floor.series {
+		all = append(all, phaseObs{fmt.Sprintf("floor at %s/s (two Kafka hops, no service)", groupDigits(int64(s.rate))), s.obs})
+	}
 	all = append(all, phaseObs{"backlog drain", blg.obs})
 	for _, ph := range all {
 		if len(ph.obs) == 0 {
 			continue
 		}
 		o := ph.obs[len(ph.obs)/2]
-		fmt.Fprintf(&sb, "| %s | %s | %.2f | %.0f %% | %.0f %% | %.2f | %s |\n", ph.name, o.procCPU(), o.pgCores, 100*o.machineBusy, 100*o.steal, o.rest(), o.topWaits(5))
+		fmt.Fprintf(&sb, "| %s | %s | %.2f | %.2f | %.2f | %.0f %% | %.0f %% | %.2f | %s | %s |\n", ph.name, o.procCPU(), o.pgCores, o.brokerCores, o.benchCores,
+			100*o.machineBusy, 100*o.steal, o.rest(), groupDigits(int64(o.switches)), o.topWaits(5))
 	}
 	var errs []string
 	for _, e := range [][]string{ing.errs, r.ingCeil.errs, rel.errs, r.relCeil.errs, r.relDB.errs, r.lat.errs, r.floor.errs, blg.errs} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"runtime"
 	"slices"
 	"sort"
@@ -23,19 +24,25 @@ type observation struct {
 	pgCores     float64
 	machineBusy float64
 	steal       float64 // share of the machine's CPU time the host gave to others
-	waits       map[string]int
-	samples     int
+	// brokerCores and benchCores split the harness: the dev broker's
+	// process and the bench's own (its producer and consumer, and in the
+	// floor and the ceilings the stand-ins it runs).
+	brokerCores, benchCores float64
+	switches                float64 // context switches per second, whole machine
+	waits                   map[string]int
+	samples                 int
 }
 
-// rest is the CPU, in cores, that neither the service nor PostgreSQL used:
-// the broker, the benchmark itself, and anything else running on the
-// machine (other test runs skew the figures; this column shows it).
+// rest is the CPU, in cores, that neither the service, PostgreSQL, the dev
+// broker nor the bench process used: the kernel's own threads and anything
+// else running on the machine (other test runs skew the figures; this
+// column shows it).
 func (o observation) rest() float64 {
 	r := o.machineBusy * float64(runtime.NumCPU())
 	for _, c := range o.procCores {
 		r -= c
 	}
-	return max(0, r-o.pgCores)
+	return max(0, r-o.pgCores-o.brokerCores-o.benchCores)
 }
 
 func (o observation) procCPU() string {
@@ -86,6 +93,9 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 		conn, err := pgx.Connect(ctx, b.pg.URL(db))
 		start := time.Now()
 		busy0, steal0, total0 := machine.CPU()
+		switches0 := machine.ContextSwitches()
+		brokerPID, benchPID := b.broker.Pid(), os.Getpid()
+		broker0, bench0 := machine.ProcCPU(brokerPID), machine.ProcCPU(benchPID)
 		procStart := map[string]float64{}
 		for name, p := range procs {
 			procStart[name] = machine.ProcCPU(p.PID())
@@ -107,6 +117,9 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 					pg += last - pgFirst[pid]
 				}
 				o.pgCores = pg / wall.Seconds()
+				o.brokerCores = (machine.ProcCPU(brokerPID) - broker0) / wall.Seconds()
+				o.benchCores = (machine.ProcCPU(benchPID) - bench0) / wall.Seconds()
+				o.switches = (machine.ContextSwitches() - switches0) / wall.Seconds()
 				busy1, steal1, total1 := machine.CPU()
 				if total1 > total0 {
 					o.machineBusy = (busy1 - busy0) / (total1 - total0)

@@ -2,6 +2,7 @@ package machine
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -35,5 +36,32 @@ func TestReadsThisProcessAndMachine(t *testing.T) {
 	}
 	if ProcCPU(-1) != 0 || ParentPID(0) != 0 {
 		t.Errorf("an unknown pid reads non-zero")
+	}
+}
+
+// ContextSwitches must count switches: two goroutines on their own threads
+// handing a token back and forth switch at least once per hand-over.
+func TestContextSwitchesCounts(t *testing.T) {
+	const handovers = 2000
+	before := ContextSwitches()
+	if before <= 0 {
+		t.Fatalf("ContextSwitches() = %v: the ctxt line of /proc/stat was not read", before)
+	}
+	ping, pong := make(chan struct{}), make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		for range ping {
+			pong <- struct{}{}
+		}
+	}()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for range handovers {
+		ping <- struct{}{}
+		<-pong
+	}
+	close(ping)
+	if got := ContextSwitches() - before; got < handovers {
+		t.Errorf("%v context switches counted over %d hand-overs between two threads", got, handovers)
 	}
 }
