@@ -72,14 +72,14 @@ func (r *Relay) probeListener(ctx context.Context) {
 	}
 }
 
-// Notified is called for every NOTIFY on the outbox channel: it wakes the
-// workers and, if the relay had concluded that notifications do not
-// arrive, says they do again.
+// Notified is called for every NOTIFY on the outbox channel: it wakes one
+// worker (wakeOne) and, if the relay had concluded that notifications do
+// not arrive, says they do again.
 func (r *Relay) Notified() {
 	r.lastNotify.Store(time.Now().UnixNano())
 	r.misses.Store(0)
 	r.setMode(context.Background(), modeNotify)
-	r.Wake()
+	r.wakeOne()
 }
 
 // notePoll is told of each claim that a worker made after its poll timer

@@ -16,7 +16,7 @@ import (
 // nothing while Kafka is down (the prober wakes it) and, while PostgreSQL
 // cannot be reached, retries the claim (its probe: one cheap statement,
 // bounded by DBTimeout) with a backoff capped at ProbeMaxBackoff.
-func (r *Relay) worker(ctx context.Context, id int, wake chan struct{}) {
+func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 	log := r.logger.With("worker", id)
 	dbWait := backoff.New(100*time.Millisecond, r.cfg.ProbeMaxBackoff)
 	var (
@@ -25,14 +25,14 @@ func (r *Relay) worker(ctx context.Context, id int, wake chan struct{}) {
 		prevClaim = time.Now()
 	)
 	idle := func() {
-		polled = !sleep(ctx, wake, r.cfg.PollInterval)
+		polled = !slot.sleep(ctx, r.cfg.PollInterval)
 		if !polled {
 			woke = time.Now()
 		}
 	}
 	for ctx.Err() == nil {
 		if r.kafkaDown.Load() {
-			sleep(ctx, wake, r.cfg.PollInterval)
+			slot.sleep(ctx, r.cfg.PollInterval)
 			continue
 		}
 		rows, more, claimSpan, err := r.claim(ctx)
@@ -68,6 +68,9 @@ func (r *Relay) worker(ctx context.Context, id int, wake chan struct{}) {
 			idle()
 			continue
 		}
+		if more || len(rows) >= r.cfg.BatchSize {
+			r.wakeOne() // a backlog: another worker may help (wakeOne)
+		}
 		r.m.claimedRows.Observe(float64(len(rows)))
 		created := r.m.stage.WithLabelValues(stageCreatedToClaimed)
 		for i := range rows {
@@ -98,13 +101,15 @@ func (r *Relay) claim(ctx context.Context) ([]outbox.Row, bool, trace.SpanContex
 }
 
 // sleep waits for a wake, d, or the end of ctx; it reports whether a wake
-// ended it.
-func sleep(ctx context.Context, wake <-chan struct{}, d time.Duration) bool {
+// ended it. While it waits the slot counts as sleeping for wakeOne.
+func (s *wakeSlot) sleep(ctx context.Context, d time.Duration) bool {
+	s.sleeping.Store(true)
+	defer s.sleeping.Store(false)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-	case <-wake:
+	case <-s.ch:
 		return true
 	case <-t.C:
 	}

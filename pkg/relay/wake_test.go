@@ -1,0 +1,102 @@
+package relay
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/outbox"
+	"github.com/pcp/route-processing/pkg/record"
+)
+
+// queueOutbox hands out the rows put into it, BatchSize at a time, and
+// counts the claims.
+type queueOutbox struct {
+	fakeOutbox
+	mu     sync.Mutex
+	due    []outbox.Row
+	claims atomic.Int64
+}
+
+func (q *queueOutbox) put(rows []outbox.Row) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.due = append(q.due, rows...)
+}
+
+func (q *queueOutbox) Claim(_ context.Context, limit int, _ int64, _ time.Duration) ([]outbox.Row, bool, error) {
+	q.claims.Add(1)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := min(limit, len(q.due))
+	rows := q.due[:n:n]
+	q.due = q.due[n:]
+	return rows, false, nil
+}
+
+func (q *queueOutbox) publishedCount() int {
+	q.fakeOutbox.mu.Lock()
+	defer q.fakeOutbox.mu.Unlock()
+	return len(q.fakeOutbox.published)
+}
+
+// startQueueRelay runs a relay of workers over a queueOutbox whose
+// publisher holds each batch for hold, and waits until the workers' first
+// claims (at start) are over.
+func startQueueRelay(t *testing.T, workers, batch int, hold time.Duration) (*Relay, *queueOutbox, *atomic.Int64) {
+	t.Helper()
+	q := &queueOutbox{}
+	var inFlight, maxInFlight atomic.Int64
+	pub := &fakePublisher{publish: func(_ context.Context, msgs []record.Record) []error {
+		n := inFlight.Add(1)
+		for m := maxInFlight.Load(); n > m && !maxInFlight.CompareAndSwap(m, n); m = maxInFlight.Load() {
+		}
+		time.Sleep(hold)
+		inFlight.Add(-1)
+		return make([]error, len(msgs))
+	}}
+	r := newTestRelay(t, q, pub, Config{Workers: workers, BatchSize: batch, PollInterval: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	// Every worker claims once when Kafka turns ready; then all sleep.
+	require.Eventually(t, func() bool { return q.claims.Load() >= int64(workers) }, 5*time.Second, 5*time.Millisecond)
+	for prev := int64(-1); prev != q.claims.Load(); {
+		prev = q.claims.Load()
+		time.Sleep(100 * time.Millisecond)
+	}
+	return r, q, &maxInFlight
+}
+
+// TestNotifyWakesOneWorker: a NOTIFY announces one transaction's rows; one
+// worker claims them, the others sleep on (waking all of them made each
+// of the others claim nothing).
+func TestNotifyWakesOneWorker(t *testing.T) {
+	t.Parallel()
+	r, q, _ := startQueueRelay(t, 3, 100, 0)
+	for i := 1; i <= 5; i++ {
+		before := q.claims.Load()
+		q.put(testRows(2))
+		r.Notified()
+		require.Eventually(t, func() bool { return q.publishedCount() == 2*i }, 5*time.Second, 5*time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // time for any other worker to claim
+		require.Equal(t, int64(1), q.claims.Load()-before, "claims for notification %d", i)
+	}
+}
+
+// TestBacklogWakesTheOtherWorkers: a worker whose claim fills a batch wakes
+// another, so one NOTIFY in front of a backlog still gets every worker
+// publishing.
+func TestBacklogWakesTheOtherWorkers(t *testing.T) {
+	t.Parallel()
+	r, q, maxInFlight := startQueueRelay(t, 3, 10, 50*time.Millisecond)
+	q.put(testRows(200))
+	r.Notified()
+	require.Eventually(t, func() bool { return q.publishedCount() == 200 }, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, int64(3), maxInFlight.Load(), "batches published at once")
+}
