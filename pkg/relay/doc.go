@@ -23,9 +23,12 @@
 // With two workers one worker's mark overlaps the other's publish, which
 // keeps both PostgreSQL and the brokers busy.
 //
-// A worker claims again at once while claims come back full; otherwise it
-// sleeps until a NOTIFY on the outbox channel ([Relay.Wake]) or the poll
-// interval, whichever comes first.
+// A worker claims again at once while claims come back full, and then
+// wakes another worker to help; otherwise it sleeps until it is woken or the
+// poll interval passes, whichever comes first. A NOTIFY on the outbox
+// channel ([Relay.Notified]) wakes one worker, a sleeping one if any: one
+// claim takes one transaction's rows. A reconnect or a resume
+// ([Relay.Wake]) wakes them all.
 //
 // # Delivery and order
 //
