@@ -37,13 +37,34 @@ import (
 // built since: every pending row is then read for every mark (2–27 s for 300
 // leases over 68,000 pending rows in the soak), and the slow marks grow the
 // backlog that slows them. By id, the primary key serves each lease.
+//
+// Those statements are also planned on every call (leaseMode), never from
+// a plan cached with the connection. The join of the lease arrays with the
+// table is a nested loop over the primary key on a table of any size, but a
+// hash join over a scan of the whole table while the table is a few pages.
+// With pgx's default mode (named prepared statements) PostgreSQL keeps a
+// generic plan from the sixth call on, and nothing but an ANALYZE or a
+// schema change replans it: a relay started on a new, empty outbox kept the
+// hash join, and each mark read the whole table (2,400 buffers to mark 4
+// rows 30 s into a bench run at 100 passports/s, the outbox at 8,000 rows;
+// autovacuum analyzes it after 50,000 changes).
 type Outbox struct {
-	pool    *pgxpool.Pool
-	orphans orphanedClaims // failed claims whose leases may still be taken
+	pool *pgxpool.Pool
+	// leaseMode is the first argument of the statements that find leases
+	// by id and token: exec (planned with each call's arrays) unless the
+	// pool already uses the simple protocol, which plans each call too.
+	leaseMode pgx.QueryExecMode
+	orphans   orphanedClaims // failed claims whose leases may still be taken
 }
 
 // NewOutbox returns the outbox queries on pool.
-func NewOutbox(pool *pgxpool.Pool) *Outbox { return &Outbox{pool: pool} }
+func NewOutbox(pool *pgxpool.Pool) *Outbox {
+	mode := pgx.QueryExecModeExec
+	if pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol {
+		mode = pgx.QueryExecModeSimpleProtocol
+	}
+	return &Outbox{pool: pool, leaseMode: mode}
+}
 
 // The candidates are locked in the order of the pending index; the window
 // keeps the prefix whose payloads fit the byte budget (always at least the
@@ -216,7 +237,7 @@ func (o *Outbox) giveBack(ctx context.Context, from time.Time, tokens []uuid.UUI
 	for i, t := range tokens {
 		ts[i] = t.String()
 	}
-	_, err := o.pool.Exec(c, releaseTokensSQL, ts, lowerBound(from))
+	_, err := o.pool.Exec(c, releaseTokensSQL, o.leaseMode, ts, lowerBound(from))
 	return err
 }
 
@@ -262,7 +283,7 @@ func (o *Outbox) MarkPublished(ctx context.Context, leases []outbox.Lease) (int6
 		return 0, nil
 	}
 	ids, tokens := leaseArrays(leases)
-	tag, err := o.pool.Exec(ctx, markPublishedSQL, ids, tokens)
+	tag, err := o.pool.Exec(ctx, markPublishedSQL, o.leaseMode, ids, tokens)
 	if err != nil {
 		return 0, fmt.Errorf("mark %d outbox rows published (%s): %w", len(leases), firstID(leases[0].ID), err)
 	}
@@ -290,7 +311,7 @@ func (o *Outbox) Retry(ctx context.Context, retries []outbox.Retry, maxAttempts 
 		return nil, nil
 	}
 	ids, tokens, errs, delays := retryArrays(retries)
-	rows, err := o.pool.Query(ctx, retrySQL, ids, tokens, errs, delays, maxAttempts)
+	rows, err := o.pool.Query(ctx, retrySQL, o.leaseMode, ids, tokens, errs, delays, maxAttempts)
 	if err != nil {
 		return nil, fmt.Errorf("reschedule %d outbox rows (%s): %w", len(retries), firstID(retries[0].ID), err)
 	}
@@ -318,7 +339,7 @@ func (o *Outbox) Release(ctx context.Context, leases []outbox.Lease) (int64, err
 		return 0, nil
 	}
 	ids, tokens := leaseArrays(leases)
-	tag, err := o.pool.Exec(ctx, releaseSQL, ids, tokens)
+	tag, err := o.pool.Exec(ctx, releaseSQL, o.leaseMode, ids, tokens)
 	if err != nil {
 		return 0, fmt.Errorf("release %d outbox leases (%s): %w", len(leases), firstID(leases[0].ID), err)
 	}
@@ -343,7 +364,7 @@ func (o *Outbox) Postpone(ctx context.Context, retries []outbox.Retry) (int64, e
 		return 0, nil
 	}
 	ids, tokens, errs, delays := retryArrays(retries)
-	tag, err := o.pool.Exec(ctx, postponeSQL, ids, tokens, errs, delays)
+	tag, err := o.pool.Exec(ctx, postponeSQL, o.leaseMode, ids, tokens, errs, delays)
 	if err != nil {
 		return 0, fmt.Errorf("postpone %d outbox rows (%s): %w", len(retries), firstID(retries[0].ID), err)
 	}

@@ -444,3 +444,56 @@ where id in (select id from route_passport_outbox where status = 'PENDING' order
 	require.True(t, s.PublishedExact)
 	require.EqualValues(t, 900, s.Counts[outbox.StatusPublished])
 }
+
+// TestOutboxMarkPlannedForTheTableItFinds: the statements that find leases
+// by id and token are planned with each call. A relay that starts on an
+// empty outbox marks its first rows while the table is a few pages, where a
+// hash join over a whole-table scan is the cheapest plan; a plan cached
+// then (PostgreSQL keeps a generic plan from the sixth execution of a
+// prepared statement) would scan the whole table for every mark once it
+// has grown. One connection, so that the statistics read are the ones the
+// marks left.
+func TestOutboxMarkPlannedForTheTableItFinds(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL(t))
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	b := &outboxBundle{pool: pool, outbox: store.NewOutbox(pool)}
+
+	claimAndMark := func() {
+		t.Helper()
+		rows, err := claim(ctx, b, 10, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, rows, 2) // Seed writes two events per passport
+		n, err := b.outbox.MarkPublished(ctx, leasesOf(rows))
+		require.NoError(t, err)
+		require.Equal(t, int64(2), n)
+	}
+	for i := range 8 { // past the fifth execution, on a table of a few rows
+		relaytest.Seed(t, pool, 1, "small", string(rune('a'+i)))
+		claimAndMark()
+	}
+	relaytest.Seed(t, pool, 10_000, "grown", "x")
+	_, err = pool.Exec(ctx, `update route_passport_outbox set status = 'PUBLISHED', published_at = now() where status = 'PENDING'`)
+	require.NoError(t, err)
+	relaytest.Seed(t, pool, 1, "last", "y")
+
+	stats := func() (seqScans, updates int64) {
+		t.Helper()
+		_, err := pool.Exec(ctx, `select pg_stat_force_next_flush()`)
+		require.NoError(t, err)
+		require.NoError(t, pool.QueryRow(ctx, `select seq_scan, n_tup_upd from pg_stat_user_tables
+			where relname = 'route_passport_outbox'`).Scan(&seqScans, &updates))
+		return seqScans, updates
+	}
+	scans0, upd0 := stats()
+	claimAndMark()
+	scans1, upd1 := stats()
+	require.Equal(t, int64(4), upd1-upd0, "the claim's and the mark's updates are counted (statistics flushed)")
+	require.Equal(t, scans0, scans1, "the mark on the grown table scanned it whole")
+}
