@@ -51,17 +51,19 @@ import (
 type Outbox struct {
 	pool *pgxpool.Pool
 	// leaseMode is the first argument of the statements that find leases
-	// by id and token: exec (planned with each call's arrays) unless the
-	// pool already uses the simple protocol, which plans each call too.
+	// by id and token: the pool's own mode unless that is pgx's default of
+	// named prepared statements; then cache_describe, an unnamed statement
+	// planned with each call's arrays (its parameters still binary, their
+	// types cached). Every other mode plans each call already.
 	leaseMode pgx.QueryExecMode
 	orphans   orphanedClaims // failed claims whose leases may still be taken
 }
 
 // NewOutbox returns the outbox queries on pool.
 func NewOutbox(pool *pgxpool.Pool) *Outbox {
-	mode := pgx.QueryExecModeExec
-	if pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol {
-		mode = pgx.QueryExecModeSimpleProtocol
+	mode := pool.Config().ConnConfig.DefaultQueryExecMode
+	if mode == pgx.QueryExecModeCacheStatement {
+		mode = pgx.QueryExecModeCacheDescribe
 	}
 	return &Outbox{pool: pool, leaseMode: mode}
 }
