@@ -102,60 +102,6 @@ func New(logger *slog.Logger, outbox Outbox, pub Publisher, cfg Config) (*Relay,
 	return r, nil
 }
 
-// wakeSlot is one worker's wake-up: a buffered channel, so that wakes
-// arriving while the worker is busy collapse into one pending wake, and
-// whether the worker sleeps.
-type wakeSlot struct {
-	ch       chan struct{}
-	sleeping atomic.Bool
-}
-
-// wake leaves a wake for the worker unless one is pending already.
-func (s *wakeSlot) wake() {
-	select {
-	case s.ch <- struct{}{}:
-	default:
-	}
-}
-
-// Wake tells every worker that rows may be due (the listener reconnected,
-// the relay resumed; a NOTIFY goes through [Relay.Notified]). It never
-// blocks.
-func (r *Relay) Wake() {
-	r.wakeMu.Lock()
-	defer r.wakeMu.Unlock()
-	for _, s := range r.wakes {
-		s.wake()
-	}
-}
-
-// wakeOne wakes one worker: a sleeping one if there is one, else it leaves
-// a pending wake with a busy one, which claims again once its batch is
-// done, so no announced row waits for the poll timer.
-//
-// A NOTIFY announces one ingest transaction's rows, which one claim takes.
-// Waking every worker for it had the others claim nothing, a round trip and
-// a statement each: at a low rate half of all claims. A worker whose claim
-// suggests more rows wakes the next one itself (worker), so a backlog
-// still gets every worker.
-func (r *Relay) wakeOne() {
-	r.wakeMu.Lock()
-	defer r.wakeMu.Unlock()
-	n := len(r.wakes)
-	if n == 0 {
-		return
-	}
-	start := r.nextWake
-	r.nextWake = (start + 1) % n
-	for i := range n {
-		if s := r.wakes[(start+i)%n]; s.sleeping.Load() {
-			s.wake()
-			return
-		}
-	}
-	r.wakes[start].wake()
-}
-
 func (r *Relay) setReady(component string, err error) {
 	if r.cfg.Readiness == nil {
 		return

@@ -99,19 +99,3 @@ func (r *Relay) claim(ctx context.Context) ([]outbox.Row, bool, trace.SpanContex
 	span.SetAttributes(attribute.Int("outbox.rows", len(rows)), attribute.Bool("outbox.more", more))
 	return rows, more, span.SpanContext(), nil
 }
-
-// sleep waits for a wake, d, or the end of ctx; it reports whether a wake
-// ended it. While it waits the slot counts as sleeping for wakeOne.
-func (s *wakeSlot) sleep(ctx context.Context, d time.Duration) bool {
-	s.sleeping.Store(true)
-	defer s.sleeping.Store(false)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-s.ch:
-		return true
-	case <-t.C:
-	}
-	return false
-}
