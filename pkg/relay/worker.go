@@ -69,7 +69,7 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 			continue
 		}
 		if more || len(rows) >= r.cfg.BatchSize {
-			r.wakeOne() // a backlog: another worker may help (wakeOne)
+			r.wakeOne() // a backlog: another worker may help
 		}
 		r.m.claimedRows.Observe(float64(len(rows)))
 		created := r.m.stage.WithLabelValues(stageCreatedToClaimed)

@@ -39,9 +39,9 @@ import (
 // backlog that slows them. By id, the primary key serves each lease.
 //
 // Those statements are also planned on every call (leaseMode), never from
-// a plan cached with the connection. The join of the lease arrays with the
-// table is a nested loop over the primary key on a table of any size, but a
-// hash join over a scan of the whole table while the table is a few pages.
+// a plan cached with the connection. The best join of the lease arrays with
+// the table is a hash join over a scan of the whole table while the table is
+// a few pages, and a nested loop over the primary key once it is larger.
 // With pgx's default mode (named prepared statements) PostgreSQL keeps a
 // generic plan from the sixth call on, and nothing but an ANALYZE or a
 // schema change replans it: a relay started on a new, empty outbox kept the
