@@ -64,7 +64,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 
 	// pgxpool connects lazily: Open fails only on a malformed URL, so the
 	// process starts (not ready) while the database is down.
-	pool, err := store.Open(ctx, cfg.DatabaseURL)
+	pool, err := store.Open(ctx, cfg.DatabaseURL, "route-passport-ingestor")
 	if err != nil {
 		return err
 	}

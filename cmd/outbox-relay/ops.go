@@ -64,7 +64,7 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	pool, err := store.Open(ctx, cfg.DatabaseURL)
+	pool, err := store.Open(ctx, cfg.DatabaseURL, "pcp-outbox-relay")
 	if err != nil {
 		return err
 	}

@@ -56,7 +56,7 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 		return err
 	}
 
-	pool, err := store.Open(ctx, cfg.DatabaseURL) // connects lazily
+	pool, err := store.Open(ctx, cfg.DatabaseURL, "pcp-outbox-relay") // connects lazily
 	if err != nil {
 		return err
 	}

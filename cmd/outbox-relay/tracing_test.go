@@ -29,7 +29,7 @@ func TestRunRelayTracesToOTLP(t *testing.T) {
 	bootstrap := testenv.KafkaBootstrap(t)
 	topic := testenv.Topic(t, "cmd-traces", 1)
 	ctx := context.Background()
-	pool, err := store.Open(ctx, url)
+	pool, err := store.Open(ctx, url, "test")
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	env := []string{"DATABASE_URL=" + url, "KAFKA_BOOTSTRAP_SERVERS=" + bootstrap, "HTTP_ADDR=" + freeAddr(t), "LOG_LEVEL=warn"}

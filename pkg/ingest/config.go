@@ -46,9 +46,10 @@ type Config struct {
 	Pipeline int
 	// WriteTimeout bounds each database call of a write attempt (begin,
 	// write, commit; not the wait for the predecessor batch)
-	// (INGEST_DB_TIMEOUT); a call that times out counts as the database
-	// being unavailable, never as a refusal of the records. 0 (the
-	// default): [DBTimeoutFor] the batch size.
+	// (INGEST_DB_TIMEOUT); a call that times out is retried, never a
+	// refusal of the records, and counts as the database being unavailable
+	// only if a ping then fails. 0 (the default): [DBTimeoutFor] the batch
+	// size.
 	WriteTimeout time.Duration
 	// CommitTimeout bounds the wait for the synchronous offset commit on
 	// revocation and on shutdown.

@@ -62,7 +62,10 @@
 //     retrying (the server may answer and refuse writes); a span that keeps
 //     failing while pings succeed is split in halves. Each database call
 //     of a write is bounded by Config.WriteTimeout (INGEST_DB_TIMEOUT); a
-//     timeout is an outage, never a rejection. While the database is down
+//     timeout is never a rejection, and an outage only when the server
+//     then fails a ping (a slow database is retried, not paused for; a
+//     write stuck behind a table lock or an idle transaction is found by
+//     the probe, see probeDB). While the database is down
 //     it is pinged every 250ms, and each successful ping ends the retries'
 //     backoff sleep, so writing resumes within a tick of its return; while
 //     it is up, a call outstanding for a second triggers a ping, whose

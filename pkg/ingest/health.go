@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -87,7 +88,8 @@ func (h *health) fail(ctx context.Context, err error) {
 // wait short and writing resumes within a tick of the dependency's return
 // (issue 11 asks for 2 s, of which the tick is the largest part we choose).
 // While it is up a tick costs nothing: a call outstanding for stallAfter
-// triggers a probe, so a hung link (bytes held, no RST) shows in /readyz
+// (a database call: for half its bound, if that is shorter) triggers a
+// probe, so a hung link (bytes held, no RST) shows in /readyz
 // within stallAfter+probeTick+probeTimeout, long before the call's own
 // timeout.
 const (
@@ -207,8 +209,8 @@ func (w *callWatch) cancelBefore(t time.Time) int {
 }
 
 // watch keeps h current with probe until ctx ends: every probeTick while h
-// is down, and while up whenever a call has been outstanding for
-// stallAfter (a failed probe then marks h down). A successful probe wakes
+// is down, and while up whenever a call has been outstanding for stall (a
+// failed probe then marks h down). A successful probe wakes
 // the retries backing off, and ends the outage only when no worker is
 // retrying (idle: nothing else would find out). While one is, its success
 // ends it: the server may answer and still refuse the work (read-only
@@ -220,7 +222,7 @@ func (w *callWatch) cancelBefore(t time.Time) int {
 // hold the recovery back until their own timeout. A call begun after the
 // last failed probe is never cut short, so a slow write on a database that
 // is back is not cancelled over and over.
-func (in *Ingestor) watch(ctx context.Context, h *health, probe func(context.Context) error, workers *atomic.Int32) {
+func (in *Ingestor) watch(ctx context.Context, h *health, probe func(context.Context) error, stall time.Duration, workers *atomic.Int32) {
 	noWorker := func() bool { return workers.Load() == 0 }
 	var lastFailed time.Time
 	for {
@@ -235,11 +237,11 @@ func (in *Ingestor) watch(ctx context.Context, h *health, probe func(context.Con
 			}
 			h.wake.broadcast()
 			h.okIf(ctx, noWorker)
-		case h.calls.oldest() >= stallAfter:
+		case h.calls.oldest() >= stall:
 			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 			err := probe(pctx)
 			cancel()
-			if stalled := h.calls.oldest(); err != nil && ctx.Err() == nil && stalled >= stallAfter {
+			if stalled := h.calls.oldest(); err != nil && ctx.Err() == nil && stalled >= stall {
 				lastFailed = time.Now()
 				h.fail(ctx, fmt.Errorf("a call is outstanding for %s and a probe failed: %w", stalled.Round(time.Millisecond), err))
 			}
@@ -259,6 +261,36 @@ func probeOK(ctx context.Context, probe func(context.Context) error) bool {
 // pings reports whether the database answers a ping within probeTimeout.
 func (in *Ingestor) pings(ctx context.Context) bool {
 	return probeOK(ctx, in.store.Ping)
+}
+
+// probeDB is the database's probe: it answers, and no write of ours is
+// stuck behind a lock nobody is working to release (store's Stuck). The
+// second half is what makes a blocked write an outage (see slow): it runs
+// only while a call is stalled or the database is down, so it costs
+// nothing in the steady state.
+func (in *Ingestor) probeDB(ctx context.Context) error {
+	if err := in.store.Ping(ctx); err != nil {
+		return err
+	}
+	n, err := in.store.Stuck(ctx)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return fmt.Errorf("%d write(s) wait for a table lock or for a transaction left idle, held by another application's session", n)
+	}
+	return nil
+}
+
+// slow reports whether err is a call that ran out of its bound
+// (INGEST_DB_TIMEOUT) while the database still answers: it is slow (a
+// loaded machine, a large batch), not down, so the write is retried (in
+// halves if it keeps failing) without pausing consumption or turning
+// /readyz red. A write that is stuck rather than slow is reported by the
+// watch's probe (probeDB) within a second or so, before its own bound runs
+// out.
+func (in *Ingestor) slow(ctx context.Context, err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && in.pings(ctx)
 }
 
 // probeDLQ asks the DLQ's brokers for the topic's metadata.

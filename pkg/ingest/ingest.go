@@ -45,6 +45,10 @@ type Store interface {
 	Begin(ctx context.Context) (store.WriteTx, error)
 	// Ping makes one round trip.
 	Ping(ctx context.Context) error
+	// Stuck counts the writer's sessions waiting for a lock that nobody is
+	// working to release (a table lock, a row lock of an idle
+	// transaction).
+	Stuck(ctx context.Context) (int, error)
 }
 
 // DLQ produces dead-letter records; *kafkax.Producer implements it.
@@ -168,8 +172,11 @@ func (in *Ingestor) Run(ctx context.Context) error {
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go in.watch(watchCtx, in.dbHealth, in.store.Ping, &in.dbWriters)
-	go in.watch(watchCtx, in.dlqHealth, in.probeDLQ, &in.dlqWriters)
+	// A database call is probed before its bound runs out, however short
+	// the bound: a timeout while the database answers is a slow database,
+	// so only the probe can tell a stuck write (probeDB).
+	go in.watch(watchCtx, in.dbHealth, in.probeDB, min(stallAfter, in.cfg.WriteTimeout/2), &in.dbWriters)
+	go in.watch(watchCtx, in.dlqHealth, in.probeDLQ, stallAfter, &in.dlqWriters)
 
 	if err := in.consumer.Subscribe(in.onAssigned, in.onRevoked); err != nil {
 		return err

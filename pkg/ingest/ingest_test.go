@@ -60,7 +60,7 @@ type testBundle struct {
 // reopen points the bundle's pool at b.dbURL.
 func (b *testBundle) reopen(t testing.TB) {
 	t.Helper()
-	pool, err := store.Open(context.Background(), b.dbURL)
+	pool, err := store.Open(context.Background(), b.dbURL, "route-passport-ingestor")
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	b.pool = pool
@@ -102,7 +102,7 @@ func setup(t testing.TB, partitions int, dbURL string) *testBundle {
 	}
 	b.dbURL = dbURL
 	ctx := context.Background()
-	pool, err := store.Open(ctx, dbURL)
+	pool, err := store.Open(ctx, dbURL, "route-passport-ingestor")
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	b.pool = pool

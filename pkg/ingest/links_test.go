@@ -19,13 +19,13 @@ import (
 
 // These tests are the ingestor's part of issue 11 on a real PostgreSQL and
 // broker: a hung database call must not hang the ingestor nor its
-// readiness, a timeout is an outage (never a dead letter), and after an
-// outage it writes again within a probe tick of the database's return.
+// readiness, a timeout is never a dead letter (and an outage only when the
+// database does not answer), and after an outage it writes again within a
+// probe tick of the database's return.
 
-// A write blocked by a lock the test holds: with the default bound
-// (INGEST_DB_TIMEOUT derived from the batch size, 3s at 500) the ingestor is
-// not ready within a few seconds, dead-letters nothing, and writes
-// everything once the lock is gone.
+// A write blocked by a lock the test holds: the ingestor is not ready within
+// a few seconds (the probe finds the lock wait), dead-letters nothing, and
+// writes everything once the lock is gone.
 func TestLockedWriteIsAnOutageWithinSeconds(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1, "")
@@ -244,4 +244,52 @@ func TestFrozenDLQBrokerRecoversWithinSeconds(t *testing.T) {
 	require.NoError(t, r.stop(t))
 	require.LessOrEqual(t, committedDuring[0], endOffsets(all[:3])[0], "nothing committed during the freeze that was not dead-lettered")
 	require.GreaterOrEqual(t, len(testenv.ReadAll(t, dlqBroker.Addr(), b.dlqTopic)), 8, "every invalid record dead-lettered (at least once)")
+}
+
+// A database that answers but is slower than INGEST_DB_TIMEOUT for a whole
+// batch (a trigger sleeps 30 ms per passport; the bound is 600 ms, so 50
+// passports take 1.5 s) is slow, not down: /readyz stays 200 throughout,
+// the batch is retried in halves until they fit, and nothing is
+// dead-lettered. With every timeout taken as an outage, /readyz went
+// non-200 at the first one.
+func TestSlowWriteIsNotAnOutage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1, "")
+	ctx := context.Background()
+	admin := adminConn(t, b.dbURL)
+	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = 600 * time.Millisecond })
+
+	recs, _ := validRecords(t, 1)
+	all := testenv.Produce(t, b.bootstrap, b.topic, recs...)
+	b.waitCommitted(t, endOffsets(all), 60*time.Second)
+	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
+
+	_, err := admin.Exec(ctx, `
+create function slow_passport() returns trigger language plpgsql as $$
+begin perform pg_sleep(0.03); return new; end $$;
+create trigger slow_passport before insert on route_passports
+for each row execute function slow_passport()`)
+	require.NoError(t, err)
+
+	recs, _ = validRecords(t, 50)
+	all = append(all, testenv.Produce(t, b.bootstrap, b.topic, recs...)...)
+	done := make(chan struct{})
+	var polls, notReady int
+	go func() {
+		defer close(done)
+		for b.count(t, "select count(*) from route_passports") < 51 {
+			polls++
+			if r.readyz(t) != http.StatusOK {
+				notReady++
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	b.waitCommitted(t, endOffsets(all), 60*time.Second)
+	<-done
+	t.Logf("figures: slow write: %d of %d readiness polls non-200 while 50 passports took longer than the 600ms bound", notReady, polls)
+	require.Greater(t, polls, 20, "the writes were slow (a poll every 50 ms)")
+	require.Zero(t, notReady, "a slow database is not an outage")
+	require.NoError(t, r.stop(t))
+	require.Empty(t, testenv.ReadAll(t, b.bootstrap, b.dlqTopic), "a timeout is never a rejection")
 }

@@ -171,9 +171,9 @@ func (in *Ingestor) rollback(ctx context.Context, tx store.WriteTx) {
 }
 
 // noteDBError reports an unavailable database at once, so the poll loop
-// pauses without waiting for the retries.
+// pauses without waiting for the retries; a slow one is not unavailable.
 func (in *Ingestor) noteDBError(ctx context.Context, err error) {
-	if store.Classify(err) == store.KindUnavailable && ctx.Err() == nil {
+	if store.Classify(err) == store.KindUnavailable && ctx.Err() == nil && !in.slow(ctx, err) {
 		in.dbHealth.fail(ctx, err)
 	}
 }
@@ -247,7 +247,12 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 			if ctx.Err() != nil {
 				return
 			}
-			in.dbHealth.fail(ctx, err)
+			if in.slow(ctx, err) {
+				in.logger.WarnContext(ctx, "a write ran out of its time bound while the database answers; retrying",
+					"records", len(span), "bound", in.cfg.WriteTimeout, "attempt", unavailable+1)
+			} else {
+				in.dbHealth.fail(ctx, err)
+			}
 			unavailable++
 			if len(span) > 1 && unavailable >= splitAfterFailures && in.pings(ctx) {
 				in.logger.WarnContext(ctx, "the database answers but keeps failing a write; splitting it",

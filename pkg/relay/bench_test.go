@@ -42,7 +42,7 @@ func BenchmarkRelay(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			url := cluster.CreateDatabase(b, fmt.Sprintf("bench_%d_%d", ci, time.Now().UnixNano()), true)
 			ctx := context.Background()
-			pool, err := store.Open(ctx, url)
+			pool, err := store.Open(ctx, url, "test")
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -423,7 +423,7 @@ func TestRelayDatabaseOutage(t *testing.T) {
 	cluster := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
 	url := cluster.CreateDatabase(t, "relay_db_outage", true)
 	ctx := context.Background()
-	pool, err := store.Open(ctx, url)
+	pool, err := store.Open(ctx, url, "test")
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	bootstrap := testenv.KafkaBootstrap(t)

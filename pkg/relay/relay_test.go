@@ -40,7 +40,7 @@ func setup(t testing.TB, bootstrap string) *testBundle {
 	url := testenv.DatabaseURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool, err := store.Open(ctx, url)
+	pool, err := store.Open(ctx, url, "test")
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	return &testBundle{url: url, pool: pool, outbox: store.NewOutbox(pool), bootstrap: bootstrap}

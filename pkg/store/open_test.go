@@ -21,7 +21,7 @@ import (
 func TestOpenDetectsDeadLinks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := store.Open(ctx, testenv.DatabaseURL(t))
+	pool, err := store.Open(ctx, testenv.DatabaseURL(t), "test")
 	require.NoError(t, err)
 	defer pool.Close()
 	require.Equal(t, store.HealthCheckPeriod, pool.Config().HealthCheckPeriod)
@@ -49,7 +49,7 @@ func TestOpenDetectsDeadLinks(t *testing.T) {
 	require.Equal(t, 1, keepAlive)
 	require.Equal(t, int(store.TCPKeepAlive.Seconds()), idle)
 
-	pool2, err := store.Open(ctx, "postgres://u@127.0.0.1:1/db?sslmode=disable&pool_health_check_period=7s")
+	pool2, err := store.Open(ctx, "postgres://u@127.0.0.1:1/db?sslmode=disable&pool_health_check_period=7s", "test")
 	require.NoError(t, err)
 	defer pool2.Close()
 	require.Equal(t, 7*time.Second, pool2.Config().HealthCheckPeriod, "the URL's value wins")
@@ -63,7 +63,7 @@ func TestReadOnlyIsAnOutage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testenv.DatabaseURL(t)
-	pool, err := store.Open(ctx, url+"&options=-c%20default_transaction_read_only%3Don")
+	pool, err := store.Open(ctx, url+"&options=-c%20default_transaction_read_only%3Don", "test")
 	require.NoError(t, err)
 	defer pool.Close()
 	_, err = pool.Exec(ctx, `update route_passport_outbox set attempts = attempts where false`)

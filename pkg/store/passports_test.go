@@ -157,12 +157,12 @@ func TestPassportsUpdatedAtAfterInsertOfLaterTransaction(t *testing.T) {
 func TestOpenSetsConnectTimeout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := store.Open(ctx, "postgres://u@127.0.0.1:1/db?sslmode=disable")
+	pool, err := store.Open(ctx, "postgres://u@127.0.0.1:1/db?sslmode=disable", "test")
 	require.NoError(t, err)
 	defer pool.Close()
 	require.Equal(t, store.DefaultConnectTimeout, pool.Config().ConnConfig.ConnectTimeout)
 
-	pool2, err := store.Open(ctx, "postgres://u@127.0.0.1:1/db?sslmode=disable&connect_timeout=3")
+	pool2, err := store.Open(ctx, "postgres://u@127.0.0.1:1/db?sslmode=disable&connect_timeout=3", "test")
 	require.NoError(t, err)
 	defer pool2.Close()
 	require.Equal(t, 3*time.Second, pool2.Config().ConnConfig.ConnectTimeout, "the URL's value wins")

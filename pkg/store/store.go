@@ -69,8 +69,11 @@ const (
 // connect_timeout (default [DefaultConnectTimeout]) and a multi-host list
 // with target_session_attrs=read-write (failover: each connection goes to
 // whichever host accepts writes). Its connections detect dead links (see
-// [TCPKeepAlive]).
-func Open(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+// [TCPKeepAlive]) and carry application as their application_name unless
+// the URL names one: operators tell the binaries apart in
+// pg_stat_activity, and [Passports.Stuck] tells the writer's own sessions
+// from the others.
+func Open(ctx context.Context, databaseURL, application string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		// pgx echoes the whole connection string (password included) in some
@@ -78,6 +81,9 @@ func Open(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 		return nil, errors.New("parse DATABASE_URL: invalid connection string")
 	}
 	configureConn(cfg.ConnConfig)
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" && application != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = application
+	}
 	if !strings.Contains(databaseURL, "pool_health_check_period") {
 		cfg.HealthCheckPeriod = HealthCheckPeriod
 	}

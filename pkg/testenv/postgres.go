@@ -217,7 +217,7 @@ func Pool(t testing.TB) *pgxpool.Pool {
 	u := DatabaseURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool, err := store.Open(ctx, u)
+	pool, err := store.Open(ctx, u, "testenv")
 	if err != nil {
 		t.Fatalf("testenv: open pool: %v", err)
 	}

@@ -27,7 +27,7 @@ func TestIngestCeilingWritesTheServiceRows(t *testing.T) {
 	recs := e2e.GenValid(7, 120)
 
 	svcURL, ceilURL := testenv.DatabaseURL(t), testenv.DatabaseURL(t)
-	pool, err := store.Open(ctx, svcURL)
+	pool, err := store.Open(ctx, svcURL, "test")
 	if err != nil {
 		t.Fatal(err)
 	}

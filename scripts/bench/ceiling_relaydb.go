@@ -77,7 +77,7 @@ func (b *bench) relayDBRun(run int, src string) (float64, observation, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pool, err := store.Open(ctx, url)
+	pool, err := store.Open(ctx, url, "bench-relay-db-bound")
 	if err != nil {
 		return 0, observation{}, fmt.Errorf("relay DB bound: %w", err)
 	}
