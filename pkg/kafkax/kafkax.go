@@ -29,13 +29,34 @@ type ClientConfig struct {
 	ClientID string
 }
 
-// configMap builds a librdkafka configuration: defaults, then the operator's
-// properties, then the enforced settings that the service's guarantees rest
-// on (logging a warning, without the value, when an operator's property was
-// overridden).
+// reconnectDefaults bound how long any client (producer, consumer,
+// reader) takes to notice that a broker is back after a freeze or a
+// blackhole; the operator's properties override them.
+var reconnectDefaults = kafka.ConfigMap{
+	// librdkafka backs off reconnects up to 10s by default, so a broker
+	// back from a freeze or a blackhole would wait that long to be asked
+	// again; 1s keeps recovery within seconds (a reconnect is one TCP
+	// handshake and an ApiVersion request).
+	"reconnect.backoff.ms":     100,
+	"reconnect.backoff.max.ms": 1000,
+	// A connection attempt to a broker that is frozen or behind a blackhole
+	// can hang in SYN retransmits (1s, 3s, 7s …) long after the broker is
+	// back; librdkafka's default abandons it only after 30s. 2s covers TCP,
+	// TLS and SASL on any sane network (override with, e.g.,
+	// KAFKA_PRODUCER_PROPERTY_SOCKET_CONNECTION_SETUP_TIMEOUT_MS).
+	"socket.connection.setup.timeout.ms": 2000,
+}
+
+// configMap builds a librdkafka configuration: reconnectDefaults and the
+// client's defaults, then the operator's properties, then the enforced
+// settings that the service's guarantees rest on (logging a warning,
+// without the value, when an operator's property was overridden).
 func configMap(logger *slog.Logger, cc ClientConfig, defaults, enforced kafka.ConfigMap) kafka.ConfigMap {
 	m := kafka.ConfigMap{
 		"bootstrap.servers": cc.BootstrapServers,
+	}
+	for k, v := range reconnectDefaults {
+		m[k] = v
 	}
 	if cc.ClientID != "" {
 		m["client.id"] = cc.ClientID

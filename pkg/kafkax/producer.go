@@ -136,18 +136,6 @@ func (pr *Producer) newClient() (*kafka.Producer, error) {
 		// limit would fail locally; the topic's max.message.bytes is the
 		// limit that matters.
 		"message.max.bytes": 16 << 20,
-		// librdkafka backs off reconnects up to 10s by default, so a
-		// broker back from a freeze or a blackhole would wait that long to
-		// be asked again; 1s keeps recovery within seconds (a reconnect is
-		// one TCP handshake and an ApiVersion request).
-		"reconnect.backoff.ms":     100,
-		"reconnect.backoff.max.ms": 1000,
-		// A connection attempt to a broker that is frozen or behind a
-		// blackhole can hang in SYN retransmits (1s, 3s, 7s …) long after
-		// the broker is back; librdkafka's default abandons it only after
-		// 30s. 2s covers TCP, TLS and SASL on any sane network (override
-		// with KAFKA_PRODUCER_PROPERTY_SOCKET_CONNECTION_SETUP_TIMEOUT_MS).
-		"socket.connection.setup.timeout.ms": 2000,
 	}, producerEnforced(pr.cfg))
 	stopLogs := bridgeLogs(pr.logger, m, "producer")
 	p, err := kafka.NewProducer(&m)
