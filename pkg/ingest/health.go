@@ -289,8 +289,18 @@ func (in *Ingestor) probeDB(ctx context.Context) error {
 // /readyz red. A write that is stuck rather than slow is reported by the
 // watch's probe (probeDB) within a second or so, before its own bound runs
 // out.
+//
+// The ping gets as long as the write had (at least probeTimeout): it may
+// wait for a connection while the other batch in flight and the probe hold
+// the pool's, and a database that answers a ping within a write's bound is
+// not down.
 func (in *Ingestor) slow(ctx context.Context, err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && in.pings(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		return false
+	}
+	pctx, cancel := context.WithTimeout(ctx, max(probeTimeout, in.cfg.WriteTimeout))
+	defer cancel()
+	return in.store.Ping(pctx) == nil
 }
 
 // probeDLQ asks the DLQ's brokers for the topic's metadata.

@@ -247,8 +247,8 @@ func TestFrozenDLQBrokerRecoversWithinSeconds(t *testing.T) {
 }
 
 // A database that answers but is slower than INGEST_DB_TIMEOUT for a whole
-// batch (a trigger sleeps 30 ms per passport; the bound is 600 ms, so 50
-// passports take 1.5 s) is slow, not down: /readyz stays 200 throughout,
+// batch (a trigger sleeps 40 ms per passport; the bound is 1 s, so 50
+// passports take 2 s) is slow, not down: /readyz stays 200 throughout,
 // the batch is retried in halves until they fit, and nothing is
 // dead-lettered. With every timeout taken as an outage, /readyz went
 // non-200 at the first one.
@@ -257,7 +257,7 @@ func TestSlowWriteIsNotAnOutage(t *testing.T) {
 	b := setup(t, 1, "")
 	ctx := context.Background()
 	admin := adminConn(t, b.dbURL)
-	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = 600 * time.Millisecond })
+	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = time.Second })
 
 	recs, _ := validRecords(t, 1)
 	all := testenv.Produce(t, b.bootstrap, b.topic, recs...)
@@ -266,7 +266,7 @@ func TestSlowWriteIsNotAnOutage(t *testing.T) {
 
 	_, err := admin.Exec(ctx, `
 create function slow_passport() returns trigger language plpgsql as $$
-begin perform pg_sleep(0.03); return new; end $$;
+begin perform pg_sleep(0.04); return new; end $$;
 create trigger slow_passport before insert on route_passports
 for each row execute function slow_passport()`)
 	require.NoError(t, err)
@@ -287,9 +287,44 @@ for each row execute function slow_passport()`)
 	}()
 	b.waitCommitted(t, endOffsets(all), 60*time.Second)
 	<-done
-	t.Logf("figures: slow write: %d of %d readiness polls non-200 while 50 passports took longer than the 600ms bound", notReady, polls)
+	t.Logf("figures: slow write: %d of %d readiness polls non-200 while 50 passports took longer than the 1s bound", notReady, polls)
 	require.Greater(t, polls, 20, "the writes were slow (a poll every 50 ms)")
 	require.Zero(t, notReady, "a slow database is not an outage")
 	require.NoError(t, r.stop(t))
 	require.Empty(t, testenv.ReadAll(t, b.bootstrap, b.dlqTopic), "a timeout is never a rejection")
+}
+
+// A row lock held by a transaction left idle (a forgotten psql session that
+// updated a passport): the redelivered passport's write waits for it with
+// no end in sight, so the ingestor is not ready within a few seconds,
+// dead-letters nothing, and writes the record once the transaction ends.
+func TestIdleTransactionRowLockIsAnOutage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1, "")
+	ctx := context.Background()
+	admin := adminConn(t, b.dbURL)
+	// A bound far past the test, so that only the probe can report it.
+	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = time.Minute })
+
+	recs, ids := validRecords(t, 1)
+	all := testenv.Produce(t, b.bootstrap, b.topic, recs...)
+	b.waitCommitted(t, endOffsets(all), 60*time.Second)
+	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
+
+	tx, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "update route_passports set route_status = route_status where route_id = $1", ids[0])
+	require.NoError(t, err)
+	locked := time.Now()
+	all = append(all, testenv.Produce(t, b.bootstrap, b.topic, recs...)...)
+	require.Eventually(t, func() bool { return r.readyz(t) != http.StatusOK }, 15*time.Second, 50*time.Millisecond,
+		"a write waiting for an idle transaction's row lock is reported")
+	notReady := time.Since(locked)
+	require.NoError(t, tx.Rollback(ctx))
+	b.waitCommitted(t, endOffsets(all), 60*time.Second)
+	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
+	t.Logf("figures: idle transaction's row lock: not ready %.2fs after the redelivery", notReady.Seconds())
+	require.Less(t, notReady, 8*time.Second, "not ready within a few seconds")
+	require.NoError(t, r.stop(t))
+	require.Empty(t, testenv.ReadAll(t, b.bootstrap, b.dlqTopic))
 }
