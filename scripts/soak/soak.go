@@ -23,11 +23,22 @@ type run struct {
 	machine  string
 	missingP int // passports whose outputs did not all arrive
 	missingO int
-	errs     []string
-	total    time.Duration
+	// drain is how long the outputs took to catch up after the input
+	// stopped; drained says whether they all came.
+	drain   time.Duration
+	drained bool
+	errs    []string
+	total   time.Duration
 	// passports: the bytes per passport at the end (route_passports, WAL).
 	passports string
 }
+
+// The drain after the input stops: missing outputs are lost only once none
+// has arrived for drainStall, and the wait ends after drainMax anyway.
+const (
+	drainStall = time.Minute
+	drainMax   = 20 * time.Minute
+)
 
 // runSoak is make soak.
 func runSoak(t testing.TB) {
@@ -113,15 +124,26 @@ func runSoak(t testing.TB) {
 	tick.Stop()
 	stopProduce()
 
-	// Drain: every passport's two outputs, or two minutes.
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		if p, _ := l.missing(); p == 0 {
+	// Drain: every passport's two outputs. A run that fell behind still
+	// has input lag here, which is not a loss: wait while outputs keep
+	// arriving, and call missing only what did not come within
+	// drainStall of the last arrival (or drainMax in all).
+	drainFrom := time.Now()
+	lastProgress, lastMissing := drainFrom, -1
+	for time.Since(drainFrom) < drainMax && time.Since(lastProgress) < drainStall {
+		_, o := l.missing()
+		if o == 0 {
+			res.drained = true
 			break
+		}
+		if o != lastMissing {
+			lastProgress, lastMissing = time.Now(), o
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	res.drain = time.Since(drainFrom)
 	res.missingP, res.missingO = l.missing()
+	say("soak: drained in %s; %d outputs missing", res.drain.Round(time.Second), res.missingO)
 	if cfg.hold > 0 {
 		res.hold = <-holdDone
 		if res.hold.err != nil {

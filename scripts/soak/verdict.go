@@ -97,8 +97,9 @@ func judge(r *run) []target {
 	lost := target{name: "nothing lost", judged: true}
 	failed, pending := r.status["FAILED"], r.status["PENDING"]
 	lost.pass = r.missingO == 0 && failed == 0 && pending == 0 && r.load.produceErrs.Load() == 0
-	lost.detail = fmt.Sprintf("%d passports produced, %d outputs received, %d outputs missing (%d passports), %d duplicates; at the end PENDING %d, FAILED %d, PUBLISHED %d",
-		r.load.produced.Load(), r.load.outputs.Load(), r.missingO, r.missingP, r.load.duplicates.Load(), pending, failed, r.status["PUBLISHED"])
+	lost.detail = fmt.Sprintf("%d passports produced, %d outputs received, %d outputs missing (%d passports), %d duplicates; at the end PENDING %d, FAILED %d, PUBLISHED %d; the outputs %s %s after the input stopped",
+		r.load.produced.Load(), r.load.outputs.Load(), r.missingO, r.missingP, r.load.duplicates.Load(), pending, failed, r.status["PUBLISHED"],
+		map[bool]string{true: "all arrived", false: "stopped arriving"}[r.drained], r.drain.Round(time.Second))
 	out = append(out, lost)
 
 	base := merged(r, p.baseFrom, p.baseTo).quantile(0.99)
