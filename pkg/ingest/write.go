@@ -247,14 +247,15 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 			if ctx.Err() != nil {
 				return
 			}
-			if in.slow(ctx, err) {
+			slow := in.slow(ctx, err)
+			if slow {
 				in.logger.WarnContext(ctx, "a write ran out of its time bound while the database answers; retrying",
 					"records", len(span), "bound", in.cfg.WriteTimeout, "attempt", unavailable+1)
 			} else {
 				in.dbHealth.fail(ctx, err)
 			}
 			unavailable++
-			if len(span) > 1 && unavailable >= splitAfterFailures && in.pings(ctx) {
+			if len(span) > 1 && unavailable >= splitAfterFailures && (slow || in.pings(ctx)) {
 				in.logger.WarnContext(ctx, "the database answers but keeps failing a write; splitting it",
 					"records", len(span), "attempts", unavailable, "err", err)
 				queue = append(halves(span), queue[1:]...)
