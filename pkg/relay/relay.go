@@ -18,6 +18,19 @@ func (r *Relay) dbCall(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, r.cfg.DBTimeout)
 }
 
+// claimCall returns ctx bounded for one claim: as long as the lease leaves
+// room for (LockTimeout − PublishTimeout − LeaseMargin: the rows' lease
+// starts with the claim's transaction, and the publish and marks still need
+// theirs), and at least DBTimeout. A claim that walks the dead index
+// entries of a held snapshot can take seconds (the soak at 500 passports/s:
+// claims past 3 s at the end of a 5-minute hold); cutting it at DBTimeout
+// threw its work away, turned /readyz red and backed off, so the relay
+// published nothing until the hold ended. A hung link or a claim stuck
+// behind a lock still shows in /readyz within seconds (watchWrite).
+func (r *Relay) claimCall(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, max(r.cfg.DBTimeout, r.cfg.LockTimeout-r.cfg.PublishTimeout-LeaseMargin))
+}
+
 // writeCall returns ctx bounded by the lease's end (and at least
 // Config.DBTimeout), for one mark, retry, postpone or release. Those write
 // hundreds of rows and wait for their commit, which under load queues

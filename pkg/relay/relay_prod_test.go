@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
@@ -25,10 +26,10 @@ import (
 	"github.com/pcp/route-processing/pkg/testenv"
 )
 
-// TestRelayHungClaimGoesNotReady: a claim that hangs (here on a lock the
-// test holds: the same for the relay as a blackholed link) is cut by
-// DBTimeout, so /readyz turns non-200 within seconds; the relay moves on as
-// soon as the lock goes.
+// TestRelayHungClaimGoesNotReady: a claim that hangs on a table lock
+// another application holds (an operator's session) is found by the probe
+// half a DBTimeout into it and cut, so /readyz turns non-200 within seconds;
+// the relay moves on as soon as the lock goes.
 func TestRelayHungClaimGoesNotReady(t *testing.T) {
 	t.Parallel()
 	b := setup(t, testenv.KafkaBootstrap(t))
@@ -39,7 +40,7 @@ func TestRelayHungClaimGoesNotReady(t *testing.T) {
 	eventually(t, 5*time.Second, "/readyz 200", func() bool { return rr.readyz(t) == http.StatusOK })
 
 	ctx := context.Background()
-	tx, err := b.pool.Begin(ctx)
+	tx, err := operatorConn(t, b.url).Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
 	_, err = tx.Exec(ctx, `lock table route_passport_outbox in access exclusive mode`)
@@ -272,4 +273,65 @@ func TestRelayIdleNoticesBrokerFreeze(t *testing.T) {
 	ready := time.Since(thawed)
 	t.Logf("figures: idle relay, broker freeze: not ready after %.2fs, ready %.2fs after the thaw", notReady.Seconds(), ready.Seconds())
 	require.Less(t, ready, 2*time.Second)
+}
+
+// operatorConn is a connection of another application than the relay's
+// (application_name "operator"), closed at t's cleanup.
+func operatorConn(t testing.TB, url string) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.RuntimeParams["application_name"] = "operator"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
+// A claim slower than DBTimeout on a database that answers (a trigger
+// sleeps 10 ms for each row a claim leases; 300 rows take 3 s against a
+// 1 s DBTimeout) runs on: /readyz stays 200 and every row is published.
+// Cut at DBTimeout, as claims were, it failed every time, so the relay
+// published nothing and reported "postgres" not ready.
+func TestRelaySlowClaimRunsOn(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testenv.KafkaBootstrap(t))
+	topic := testenv.Topic(t, "slow-claim", 1)
+	rr := b.start(t, relay.Config{PollInterval: 100 * time.Millisecond, DBTimeout: time.Second, BatchSize: 300, Workers: 1})
+	relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic})
+	eventually(t, 15*time.Second, "first row published", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 1 })
+	eventually(t, 5*time.Second, "/readyz 200", func() bool { return rr.readyz(t) == http.StatusOK })
+
+	ctx := context.Background()
+	_, err := operatorConn(t, b.url).Exec(ctx, `
+create function slow_claim() returns trigger language plpgsql as $$
+begin
+  if new.lock_token is not null and new.lock_token is distinct from old.lock_token then
+    perform pg_sleep(0.01);
+  end if;
+  return new;
+end $$;
+create trigger slow_claim before update on route_passport_outbox
+for each row execute function slow_claim()`)
+	require.NoError(t, err)
+	events := make([]outbox.Event, 300)
+	for i := range events {
+		events[i] = outbox.Event{Topic: topic}
+	}
+	relaytest.MustInsert(t, b.pool, events...)
+	start := time.Now()
+	var polls, notReady int
+	for relaytest.Count(t, b.pool, outbox.StatusPublished) < len(events)+1 {
+		require.Less(t, time.Since(start), 30*time.Second, "every row published")
+		polls++
+		if rr.readyz(t) != http.StatusOK {
+			notReady++
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("figures: slow claim (300 rows × 10 ms, DBTimeout 1s): published in %.2fs; %d of %d readiness polls non-200", time.Since(start).Seconds(), notReady, polls)
+	require.Greater(t, polls, 20, "the claim was slow (a poll every 50 ms)")
+	require.Zero(t, notReady, "a slow claim is not an outage")
 }

@@ -129,7 +129,7 @@ func (r *Relay) retryDB(ctx context.Context, deadline time.Time, op string, fn f
 	bo := backoff.New(100*time.Millisecond, r.cfg.ProbeMaxBackoff)
 	for {
 		c, cancel := r.writeCall(ctx, deadline)
-		stop := r.watchWrite(ctx, op)
+		stop := r.watchWrite(ctx, op, nil)
 		err := fn(c)
 		stop()
 		cancel()
@@ -148,20 +148,44 @@ func (r *Relay) retryDB(ctx context.Context, deadline time.Time, op string, fn f
 	}
 }
 
-// watchWrite probes the database when a write is still running after half
-// of DBTimeout: a write may legitimately run until the lease ends behind a
-// backlog (writeCall), but a hung link must show in /readyz within seconds
-// (issue 11), so a cheap read with a short timeout tells the two apart. It returns the function that ends the watch.
-func (r *Relay) watchWrite(ctx context.Context, op string) (stop func()) {
+// watchWrite probes the database when a call is still running after half
+// of DBTimeout: a claim or a write may legitimately run long behind a
+// backlog or a held snapshot (claimCall, writeCall), but a hung link or a
+// call stuck behind someone's lock must show in /readyz within seconds
+// (issue 11), so a cheap read and a look at the relay's lock waits, with a
+// short timeout, tell the two apart. A failed probe also calls cut (if not
+// nil): a claim is cut and claimed again, on a connection that works,
+// while a write runs on, since its rows stay leased to it. It returns the
+// function that ends the watch.
+func (r *Relay) watchWrite(ctx context.Context, op string, cut context.CancelFunc) (stop func()) {
 	t := time.AfterFunc(r.cfg.DBTimeout/2, func() {
 		pctx, cancel := context.WithTimeout(ctx, r.cfg.DBTimeout/2)
 		defer cancel()
-		if _, err := r.outbox.Paused(pctx); err != nil && ctx.Err() == nil {
+		if err := r.probeDB(pctx); err != nil && ctx.Err() == nil {
 			r.dbUp.Store(false) // the next successful claim reports ready again
-			r.setReady("postgres", fmt.Errorf("%s outstanding for %s and the database does not answer: %w", op, r.cfg.DBTimeout/2, err))
+			r.setReady("postgres", fmt.Errorf("%s outstanding for %s: %w", op, r.cfg.DBTimeout/2, err))
+			if cut != nil {
+				cut()
+			}
 		}
 	})
 	return func() { t.Stop() }
+}
+
+// probeDB is watchWrite's probe: the database answers, and no call of the
+// relay is stuck behind a lock (store's Stuck).
+func (r *Relay) probeDB(ctx context.Context) error {
+	if _, err := r.outbox.Paused(ctx); err != nil {
+		return fmt.Errorf("the database does not answer: %w", err)
+	}
+	n, err := r.outbox.Stuck(ctx)
+	if err != nil {
+		return fmt.Errorf("the database does not answer: %w", err)
+	}
+	if n > 0 {
+		return fmt.Errorf("%d call(s) wait for a table lock or for a transaction left idle, held by another application's session", n)
+	}
+	return nil
 }
 
 // truncate bounds an error stored in last_error, keeping valid UTF-8

@@ -83,13 +83,16 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 	}
 }
 
-// claim runs one claim, bounded by DBTimeout, in its own span (a root
-// span: a claim serves many traces; each row's publish span links to it).
+// claim runs one claim, bounded by claimCall and watched by watchWrite, in
+// its own span (a root span: a claim serves many traces; each row's publish
+// span links to it).
 func (r *Relay) claim(ctx context.Context) ([]outbox.Row, bool, trace.SpanContext, error) {
 	ctx, span := r.tracer.Start(ctx, "outbox claim", trace.WithNewRoot())
 	defer span.End()
-	c, cancel := r.dbCall(ctx)
+	c, cancel := r.claimCall(ctx)
 	defer cancel()
+	stop := r.watchWrite(ctx, "claim", cancel)
+	defer stop()
 	rows, more, err := r.outbox.Claim(c, r.cfg.BatchSize, r.cfg.MaxClaimBytes, r.cfg.LockTimeout)
 	if err != nil {
 		span.RecordError(err)

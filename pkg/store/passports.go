@@ -31,33 +31,6 @@ func (s *Passports) Ping(ctx context.Context) error {
 	return s.pool.Ping(ctx)
 }
 
-// Stuck counts this application's sessions that wait for a lock nobody is
-// working to release: a table lock (a migration, an operator's LOCK TABLE,
-// VACUUM FULL), or a row lock held by a session idle in its transaction (a
-// forgotten psql). Such a write waits until a human acts; a wait behind a
-// running statement (the relay marking the same outbox rows) is
-// contention, and a wait behind a session of the same application (a
-// pipelined batch of the same routes) is the ordering the writer asks for:
-// neither counts.
-func (s *Passports) Stuck(ctx context.Context) (int, error) {
-	var n int
-	if err := s.pool.QueryRow(ctx, stuckSQL).Scan(&n); err != nil {
-		return 0, fmt.Errorf("look for stuck writes: %w", err)
-	}
-	return n, nil
-}
-
-const stuckSQL = `
-select count(*)::int from pg_stat_activity w
-where w.datname = current_database()
-  and w.application_name = current_setting('application_name')
-  and w.wait_event_type = 'Lock'
-  and exists (
-    select 1 from pg_stat_activity b
-    where b.pid = any(pg_blocking_pids(w.pid))
-      and b.application_name is distinct from w.application_name
-      and (w.wait_event = 'relation' or b.state like 'idle in transaction%'))`
-
 // Write writes accepted in one transaction; see passportTx.Write.
 func (s *Passports) Write(ctx context.Context, accepted []passport.Accepted) error {
 	tx, err := s.Begin(ctx)

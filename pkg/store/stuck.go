@@ -1,0 +1,42 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Stuck counts this application's sessions (by application_name, see
+// [Open]) that wait for a lock nobody is working to release: a table lock
+// (a migration, an operator's LOCK TABLE, VACUUM FULL), or a row lock held
+// by a session idle in its transaction (a forgotten psql). Such a call
+// waits until a human acts. A wait behind a running statement (the relay
+// marking outbox rows the ingestor upserts) is contention, and a wait
+// behind a session of the same application (a pipelined batch of the same
+// routes) is the ordering the caller asks for: neither counts. Callers run
+// it only once a call has been outstanding for a while, so that a slow
+// database is not taken for a stuck one.
+func (s *Passports) Stuck(ctx context.Context) (int, error) { return stuck(ctx, s.pool) }
+
+// Stuck is [Passports.Stuck] for the relay's sessions.
+func (o *Outbox) Stuck(ctx context.Context) (int, error) { return stuck(ctx, o.pool) }
+
+func stuck(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	var n int
+	if err := pool.QueryRow(ctx, stuckSQL).Scan(&n); err != nil {
+		return 0, fmt.Errorf("look for stuck calls: %w", err)
+	}
+	return n, nil
+}
+
+const stuckSQL = `
+select count(*)::int from pg_stat_activity w
+where w.datname = current_database()
+  and w.application_name = current_setting('application_name')
+  and w.wait_event_type = 'Lock'
+  and exists (
+    select 1 from pg_stat_activity b
+    where b.pid = any(pg_blocking_pids(w.pid))
+      and b.application_name is distinct from w.application_name
+      and (w.wait_event = 'relation' or b.state like 'idle in transaction%'))`
