@@ -35,7 +35,7 @@ func TestSweepRate(t *testing.T) {
 	r, err := New(slog.New(slog.NewTextHandler(io.Discard, nil)), store.NewOutbox(pool), &fakePublisher{}, Config{Retention: time.Hour})
 	require.NoError(t, err)
 	start := time.Now()
-	n := r.sweep(ctx)
+	n, _ := r.sweep(ctx, time.Time{})
 	d := time.Since(start)
 	require.Equal(t, int64(2*passports), n)
 	t.Logf("retention sweep: %d rows in %s, %.0f rows/s (batch %d, pause %s; shared machine, noisy)",

@@ -40,8 +40,10 @@ type Outbox interface {
 	Pending(ctx context.Context) (outbox.PendingSummary, error)
 	// TableHealth reads what holds vacuum back and the table's size.
 	TableHealth(ctx context.Context) (outbox.TableHealth, error)
-	// DeletePublished deletes up to limit rows PUBLISHED before now−olderThan.
-	DeletePublished(ctx context.Context, olderThan time.Duration, limit int) (int64, error)
+	// DeletePublished deletes up to limit rows PUBLISHED between from (the
+	// zero time: the oldest) and now−olderThan, oldest first; last is the
+	// latest published_at it deleted (from when none).
+	DeletePublished(ctx context.Context, olderThan time.Duration, limit int, from time.Time) (n int64, last time.Time, err error)
 }
 
 // Publisher sends records to Kafka; *kafkax.Producer implements it.

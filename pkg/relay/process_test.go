@@ -73,8 +73,8 @@ func (f *fakeOutbox) TableHealth(context.Context) (outbox.TableHealth, error) {
 	return outbox.TableHealth{}, nil
 }
 
-func (f *fakeOutbox) DeletePublished(context.Context, time.Duration, int) (int64, error) {
-	return 0, nil
+func (f *fakeOutbox) DeletePublished(_ context.Context, _ time.Duration, _ int, from time.Time) (int64, time.Time, error) {
+	return 0, from, nil
 }
 
 // fakePublisher answers each ProduceBatch with publish(msgs) and each Probe

@@ -97,28 +97,39 @@ from route_passport_outbox where status = 'PENDING'`).Scan(&s.Pending, &ageUS)
 }
 
 // deletePublishedSQL finds its rows through the PUBLISHED partial index on
-// published_at (migration 004), oldest first, so that the last statement of
-// a sweep, which finds fewer rows than its limit, reads only the index range
-// past retention instead of the whole heap. SKIP LOCKED: relays sweeping at
-// the same moment split the rows instead of queueing on each other's locks.
+// published_at (migration 004), oldest first and from $3 on, so that a
+// statement reads only the index range it deletes instead of the whole
+// heap, or every entry that a held snapshot keeps from vacuum (see
+// DeletePublished). SKIP LOCKED: relays sweeping at the same moment split
+// the rows instead of queueing on each other's locks.
 const deletePublishedSQL = `
-delete from route_passport_outbox
-where ctid = any (array(
-    select ctid from route_passport_outbox
-    where status = 'PUBLISHED' and published_at < now() - $1 * interval '1 microsecond'
-    order by published_at
-    limit $2
-    for update skip locked))`
+with deleted as (
+    delete from route_passport_outbox
+    where ctid = any (array(
+        select ctid from route_passport_outbox
+        where status = 'PUBLISHED' and published_at >= $3
+          and published_at < now() - $1 * interval '1 microsecond'
+        order by published_at
+        limit $2
+        for update skip locked))
+    returning published_at)
+select count(*), coalesce(max(published_at), $3) from deleted`
 
-// DeletePublished deletes up to limit PUBLISHED rows published before
-// now − olderThan, oldest first, and returns how many it deleted. FAILED rows
-// are kept. Rows another sweep is deleting are skipped, not waited for.
-func (o *Outbox) DeletePublished(ctx context.Context, olderThan time.Duration, limit int) (int64, error) {
-	tag, err := o.pool.Exec(ctx, deletePublishedSQL, olderThan.Microseconds(), limit)
-	if err != nil {
-		return 0, fmt.Errorf("delete published outbox rows: %w", err)
+// DeletePublished deletes up to limit PUBLISHED rows published from from
+// (the zero time: from the oldest) to now − olderThan, oldest first, and
+// returns how many it deleted and the latest published_at among them (from
+// when none). FAILED rows are kept. Rows another sweep is deleting are
+// skipped, not waited for.
+//
+// A sweep passes the last statement's latest published_at (less a margin)
+// as the next one's from: the rows deleted since a held snapshot began stay
+// in the index until vacuum may remove them, and a scan from the oldest
+// entry visits each of them (and its heap tuple) again in every statement.
+func (o *Outbox) DeletePublished(ctx context.Context, olderThan time.Duration, limit int, from time.Time) (n int64, last time.Time, err error) {
+	if err := o.pool.QueryRow(ctx, deletePublishedSQL, olderThan.Microseconds(), limit, from).Scan(&n, &last); err != nil {
+		return 0, time.Time{}, fmt.Errorf("delete published outbox rows: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, last, nil
 }
 
 // Stats is the answer of `outbox-relay stats`.
