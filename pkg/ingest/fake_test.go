@@ -240,7 +240,7 @@ func (s *fakeStore) Begin(ctx context.Context) (store.WriteTx, error) {
 	return &fakeTx{s: s}, nil
 }
 
-func (s *fakeStore) Stuck(ctx context.Context) (int, error) { return 0, ctx.Err() }
+func (s *fakeStore) Stuck(ctx context.Context) error { return ctx.Err() }
 
 func (s *fakeStore) Ping(ctx context.Context) error {
 	s.mu.Lock()

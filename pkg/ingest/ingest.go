@@ -45,10 +45,10 @@ type Store interface {
 	Begin(ctx context.Context) (store.WriteTx, error)
 	// Ping makes one round trip.
 	Ping(ctx context.Context) error
-	// Stuck counts the writer's sessions waiting for a lock that nobody is
-	// working to release (a table lock, a row lock of an idle
+	// Stuck fails when the writer's sessions wait for a lock that nobody
+	// is working to release (a table lock, a row lock of an idle
 	// transaction).
-	Stuck(ctx context.Context) (int, error)
+	Stuck(ctx context.Context) error
 }
 
 // DLQ produces dead-letter records; *kafkax.Producer implements it.

@@ -32,10 +32,10 @@ type Outbox interface {
 	Postpone(ctx context.Context, retries []outbox.Retry) (int64, error)
 	// Paused reports whether an operator paused the relays.
 	Paused(ctx context.Context) (bool, error)
-	// Stuck counts the relay's sessions waiting for a lock that nobody is
+	// Stuck fails when the relay's sessions wait for a lock that nobody is
 	// working to release (a table lock, a row lock of an idle
 	// transaction).
-	Stuck(ctx context.Context) (int, error)
+	Stuck(ctx context.Context) error
 	// Pending counts PENDING rows and the age of the oldest.
 	Pending(ctx context.Context) (outbox.PendingSummary, error)
 	// TableHealth reads what holds vacuum back and the table's size.

@@ -63,7 +63,7 @@ func (f *fakeOutbox) Postpone(_ context.Context, rs []outbox.Retry) (int64, erro
 }
 
 func (f *fakeOutbox) Paused(context.Context) (bool, error) { return false, nil }
-func (f *fakeOutbox) Stuck(context.Context) (int, error)   { return 0, nil }
+func (f *fakeOutbox) Stuck(context.Context) error          { return nil }
 
 func (f *fakeOutbox) Pending(context.Context) (outbox.PendingSummary, error) {
 	return outbox.PendingSummary{}, nil

@@ -7,8 +7,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Stuck counts this application's sessions (by application_name, see
-// [Open]) that wait for a lock nobody is working to release: a table lock
+// Stuck returns an error when this application's sessions (by
+// application_name, see [Open]) wait for a lock nobody is working to
+// release: a table lock
 // (a migration, an operator's LOCK TABLE, VACUUM FULL), or a row lock held
 // by a session idle in its transaction (a forgotten psql). Such a call
 // waits until a human acts. A wait behind a running statement (the relay
@@ -17,17 +18,20 @@ import (
 // routes) is the ordering the caller asks for: neither counts. Callers run
 // it only once a call has been outstanding for a while, so that a slow
 // database is not taken for a stuck one.
-func (s *Passports) Stuck(ctx context.Context) (int, error) { return stuck(ctx, s.pool) }
+func (s *Passports) Stuck(ctx context.Context) error { return stuck(ctx, s.pool) }
 
 // Stuck is [Passports.Stuck] for the relay's sessions.
-func (o *Outbox) Stuck(ctx context.Context) (int, error) { return stuck(ctx, o.pool) }
+func (o *Outbox) Stuck(ctx context.Context) error { return stuck(ctx, o.pool) }
 
-func stuck(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+func stuck(ctx context.Context, pool *pgxpool.Pool) error {
 	var n int
 	if err := pool.QueryRow(ctx, stuckSQL).Scan(&n); err != nil {
-		return 0, fmt.Errorf("look for stuck calls: %w", err)
+		return fmt.Errorf("look for stuck calls: %w", err)
 	}
-	return n, nil
+	if n > 0 {
+		return fmt.Errorf("%d call(s) wait for a table lock or for a transaction left idle, held by another application's session", n)
+	}
+	return nil
 }
 
 const stuckSQL = `
