@@ -27,7 +27,16 @@ func (r *Relay) dbCall(ctx context.Context) (context.Context, context.CancelFunc
 // threw its work away, turned /readyz red and backed off, so the relay
 // published nothing until the hold ended. A hung link or a claim stuck
 // behind a lock still shows in /readyz within seconds (watchWrite).
+//
+// While "postgres" is not ready the claim is the relay's probe, bounded by
+// DBTimeout: one sent into a blackhole may sit on a connection that never
+// answers again, while watchWrite's probe, on a new connection after the
+// heal, succeeds and would not cut it (TestRelayPostgresBlackhole under
+// CI's load: nothing published for 20 s after the heal).
 func (r *Relay) claimCall(ctx context.Context) (context.Context, context.CancelFunc) {
+	if !r.dbUp.Load() {
+		return r.dbCall(ctx)
+	}
 	return context.WithTimeout(ctx, max(r.cfg.DBTimeout, r.cfg.LockTimeout-r.cfg.PublishTimeout-LeaseMargin))
 }
 
