@@ -89,16 +89,13 @@ func TestDatabaseWriteTimeout(t *testing.T) {
 	admin := adminConn(t, b.dbURL)
 	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = time.Second; c.MaxBackoff = time.Second })
 
-	recs, _ := validRecords(t, 10)
-	first := testenv.Produce(t, b.bootstrap, b.topic, recs...)
-	b.waitCommitted(t, endOffsets(first), 60*time.Second)
-	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
+	b.warmUp(t, r, 10)
 
 	tx, err := admin.Begin(ctx)
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx, "lock table route_passports in access exclusive mode")
 	require.NoError(t, err)
-	recs, _ = validRecords(t, 10)
+	recs, _ := validRecords(t, 10)
 	second := testenv.Produce(t, b.bootstrap, b.topic, recs...)
 	require.Eventually(t, func() bool { return r.readyz(t) != http.StatusOK }, 20*time.Second, 50*time.Millisecond,
 		"a hanging write is reported")

@@ -220,6 +220,18 @@ func endOffsets(recs []testenv.Record) map[int32]int64 {
 	return out
 }
 
+// warmUp produces n valid passports, waits until r committed them and
+// reports ready: the steady start of a test that then breaks something. It
+// returns the produced records and their route ids.
+func (b *testBundle) warmUp(t testing.TB, r *running, n int) ([]testenv.Record, []string) {
+	t.Helper()
+	recs, ids := validRecords(t, n)
+	all := testenv.Produce(t, b.bootstrap, b.topic, recs...)
+	b.waitCommitted(t, endOffsets(all), 60*time.Second)
+	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
+	return all, ids
+}
+
 // waitCommitted waits until the group's committed offsets reach want.
 func (b *testBundle) waitCommitted(t testing.TB, want map[int32]int64, timeout time.Duration) {
 	t.Helper()

@@ -35,16 +35,13 @@ func TestLockedWriteIsAnOutageWithinSeconds(t *testing.T) {
 	// short backoff.
 	r := b.start(t, func(c *ingest.Config) { c.MaxBackoff = 30 * time.Second })
 
-	recs, _ := validRecords(t, 10)
-	all := testenv.Produce(t, b.bootstrap, b.topic, recs...)
-	b.waitCommitted(t, endOffsets(all), 60*time.Second)
-	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
+	all, _ := b.warmUp(t, r, 10)
 
 	tx, err := admin.Begin(ctx)
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx, "lock table route_passports in access exclusive mode")
 	require.NoError(t, err)
-	recs, _ = validRecords(t, 10)
+	recs, _ := validRecords(t, 10)
 	locked := time.Now()
 	all = append(all, testenv.Produce(t, b.bootstrap, b.topic, recs...)...)
 	require.Eventually(t, func() bool { return r.readyz(t) != http.StatusOK }, 15*time.Second, 50*time.Millisecond,
@@ -259,10 +256,7 @@ func TestSlowWriteIsNotAnOutage(t *testing.T) {
 	admin := adminConn(t, b.dbURL)
 	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = time.Second })
 
-	recs, _ := validRecords(t, 1)
-	all := testenv.Produce(t, b.bootstrap, b.topic, recs...)
-	b.waitCommitted(t, endOffsets(all), 60*time.Second)
-	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
+	all, _ := b.warmUp(t, r, 1)
 
 	_, err := admin.Exec(ctx, `
 create function slow_passport() returns trigger language plpgsql as $$
@@ -271,7 +265,7 @@ create trigger slow_passport before insert on route_passports
 for each row execute function slow_passport()`)
 	require.NoError(t, err)
 
-	recs, _ = validRecords(t, 50)
+	recs, _ := validRecords(t, 50)
 	all = append(all, testenv.Produce(t, b.bootstrap, b.topic, recs...)...)
 	done := make(chan struct{})
 	var polls, notReady int
@@ -306,17 +300,14 @@ func TestIdleTransactionRowLockIsAnOutage(t *testing.T) {
 	// A bound far past the test, so that only the probe can report it.
 	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = time.Minute })
 
-	recs, ids := validRecords(t, 1)
-	all := testenv.Produce(t, b.bootstrap, b.topic, recs...)
-	b.waitCommitted(t, endOffsets(all), 60*time.Second)
-	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
+	all, ids := b.warmUp(t, r, 1)
 
 	tx, err := admin.Begin(ctx)
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx, "update route_passports set route_status = route_status where route_id = $1", ids[0])
 	require.NoError(t, err)
 	locked := time.Now()
-	all = append(all, testenv.Produce(t, b.bootstrap, b.topic, recs...)...)
+	all = append(all, testenv.Produce(t, b.bootstrap, b.topic, testenv.Record{Key: all[0].Key, Value: all[0].Value})...)
 	require.Eventually(t, func() bool { return r.readyz(t) != http.StatusOK }, 15*time.Second, 50*time.Millisecond,
 		"a write waiting for an idle transaction's row lock is reported")
 	notReady := time.Since(locked)

@@ -88,11 +88,11 @@
 // Every database call is bounded: reads and retention deletes by DBTimeout
 // (3s), claims by what the lease leaves room for (claimCall: 20s with the
 // defaults), marks and the other writes by their rows' lease (writeCall).
-// A claim or write outstanding for DBTimeout/2 is probed (watchWrite): a
-// database that does not answer, or a call stuck behind someone's table
-// lock or idle transaction, turns "postgres" not ready within seconds,
-// while a call that is merely slow (a held snapshot, a loaded machine) runs
-// on. While PostgreSQL cannot be reached the relay retries the claim with
+// A claim or write outstanding for DBTimeout/2 is probed, and again every
+// DBTimeout/2 while it runs (watchWrite): a database that does not answer,
+// or a call stuck behind someone's table lock or idle transaction, turns
+// "postgres" not ready within seconds, while a call that is merely slow (a
+// held snapshot, a loaded machine) runs on. While PostgreSQL cannot be reached the relay retries the claim with
 // backoff capped at ProbeMaxBackoff. No database
 // error counts an attempt against a row: a read-only server (25006, an old
 // primary back as a standby), an administrator shutdown (57P01) and lost

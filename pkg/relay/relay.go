@@ -32,12 +32,17 @@ func (r *Relay) dbCall(ctx context.Context) (context.Context, context.CancelFunc
 // DBTimeout: one sent into a blackhole may sit on a connection that never
 // answers again, while watchWrite's probe, on a new connection after the
 // heal, succeeds and would not cut it (TestRelayPostgresBlackhole under
-// CI's load: nothing published for 20 s after the heal).
+// CI's load: nothing published for 20 s after the heal). Each claim in a
+// row that runs out that bound while the probes pass (a slow database, not
+// a lost call: those the probe cuts first) doubles it, up to the full
+// bound, so that an outage during a held snapshot does not leave the relay
+// cutting every claim until the snapshot ends.
 func (r *Relay) claimCall(ctx context.Context) (context.Context, context.CancelFunc) {
+	full := max(r.cfg.DBTimeout, r.cfg.LockTimeout-r.cfg.PublishTimeout-LeaseMargin)
 	if !r.dbUp.Load() {
-		return r.dbCall(ctx)
+		return context.WithTimeout(ctx, min(full, r.cfg.DBTimeout<<min(r.claimsTimedOut.Load(), 8)))
 	}
-	return context.WithTimeout(ctx, max(r.cfg.DBTimeout, r.cfg.LockTimeout-r.cfg.PublishTimeout-LeaseMargin))
+	return context.WithTimeout(ctx, full)
 }
 
 // writeCall returns ctx bounded by the lease's end (and at least
@@ -83,6 +88,9 @@ type Relay struct {
 	outage    chan struct{} // a confirmed outage, for the prober (outage.go)
 	dbDown    atomic.Bool   // an outage was logged
 	dbUp      atomic.Bool   // "postgres" is reported ready
+	// claimsTimedOut counts the claims in a row that ran out their bound
+	// while "postgres" was not ready (claimCall).
+	claimsTimedOut atomic.Int32
 	// lastDelivery is when a batch last had a row delivered (unix nanos).
 	lastDelivery atomic.Int64
 

@@ -110,3 +110,71 @@ func TestRelayPostgresBlackhole(t *testing.T) {
 	t.Logf("figures: pg blackhole 10s (DBTimeout %s): not ready after %.2fs, all published %.2fs after the heal, attempts 0, failed 0",
 		relay.DefaultDBTimeout, notReady.Seconds(), flowing.Seconds())
 }
+
+// TestRelayBlackholeDuringSlowClaim: the link goes dark while a claim that
+// already passed its first probe is still running (a trigger makes each
+// claim take 4 s). The probe repeats while the claim runs, so /readyz turns
+// non-200 within about a second; with one probe the claim hung until its
+// bound (8 s here). After the heal the claims still take 4 s, more than
+// DBTimeout, while the relay is not ready: each claim cut by that bound
+// doubles the next one's, so the relay recovers instead of cutting every
+// claim at DBTimeout.
+func TestRelayBlackholeDuringSlowClaim(t *testing.T) {
+	t.Parallel()
+	cluster := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	directURL := cluster.CreateDatabase(t, "relay_blackhole_slow", true)
+	proxy := testenv.NewFaultProxy(t, "pg", cluster.Addr())
+	proxied := cluster.URLAt(proxy.Addr(), "relay_blackhole_slow")
+	ctx := context.Background()
+	direct, err := store.Open(ctx, directURL, "test")
+	require.NoError(t, err)
+	t.Cleanup(direct.Close)
+	pool, err := store.Open(ctx, proxied, "test")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	topic := testenv.Topic(t, "pg-blackhole-slow", 1)
+	b := &testBundle{url: proxied, pool: pool, outbox: store.NewOutbox(pool), bootstrap: testenv.KafkaBootstrap(t)}
+	// The lease leaves 20 − 2 − 10 = 8 s for a claim.
+	// One row per claim, so that each claim takes the trigger's 4 s.
+	rr := b.start(t, relay.Config{PollInterval: 100 * time.Millisecond, DBTimeout: time.Second, Workers: 1, BatchSize: 1,
+		PublishTimeout: 2 * time.Second, LockTimeout: 20 * time.Second})
+	relaytest.MustInsert(t, direct, outbox.Event{Topic: topic})
+	eventually(t, 15*time.Second, "first row published", func() bool { return relaytest.Count(t, direct, outbox.StatusPublished) == 1 })
+	eventually(t, 5*time.Second, "/readyz 200", func() bool { return rr.readyz(t) == http.StatusOK })
+
+	_, err = operatorConn(t, directURL).Exec(ctx, `
+create function slow_claim() returns trigger language plpgsql as $$
+begin
+  if new.lock_token is not null and new.lock_token is distinct from old.lock_token then
+    perform pg_sleep(4);
+  end if;
+  return new;
+end $$;
+create trigger slow_claim before update on route_passport_outbox
+for each row execute function slow_claim()`)
+	require.NoError(t, err)
+	relaytest.MustInsert(t, direct, outbox.Event{Topic: topic})
+	eventually(t, 5*time.Second, "the claim of the second row running", func() bool {
+		var n int
+		require.NoError(t, direct.QueryRow(ctx, `select count(*) from pg_stat_activity
+where wait_event = 'PgSleep' and pid <> pg_backend_pid()`).Scan(&n))
+		return n == 1
+	})
+	// Past the first probe (at DBTimeout/2), which passed.
+	time.Sleep(time.Second)
+	require.Equal(t, http.StatusOK, rr.readyz(t), "a slow claim is not an outage")
+	proxy.Blackhole(t)
+	dark := time.Now()
+	eventually(t, 8*time.Second, "/readyz not 200 during the blackhole", func() bool { return rr.readyz(t) != http.StatusOK })
+	notReady := time.Since(dark)
+	relaytest.MustInsert(t, direct, outbox.Event{Topic: topic})
+	proxy.Heal(t, "blackhole")
+	healed := time.Now()
+	// The third row's claims take 4 s while the relay is not ready; the
+	// lost claim's lease on the second ends 20 s after it began.
+	eventually(t, 60*time.Second, "every row published after the heal", func() bool { return relaytest.Count(t, direct, outbox.StatusPublished) == 3 })
+	published := time.Since(healed)
+	eventually(t, 10*time.Second, "/readyz 200 again", func() bool { return rr.readyz(t) == http.StatusOK })
+	t.Logf("figures: blackhole 1 s into a 4-s claim (DBTimeout 1s, claim bound 8s): not ready after %.2fs; all published %.2fs after the heal", notReady.Seconds(), published.Seconds())
+	require.Less(t, notReady, 3*time.Second, "found by a repeated probe, not by the claim's 8-s bound")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -148,28 +149,50 @@ func (r *Relay) retryDB(ctx context.Context, deadline time.Time, op string, fn f
 	}
 }
 
-// watchWrite probes the database when a call is still running after half
-// of DBTimeout: a claim or a write may legitimately run long behind a
-// backlog or a held snapshot (claimCall, writeCall), but a hung link or a
-// call stuck behind someone's lock must show in /readyz within seconds
-// (issue 11), so a cheap read and a look at the relay's lock waits, with a
-// short timeout, tell the two apart. A failed probe also calls cut (if not
-// nil): a claim is cut and claimed again, on a connection that works,
-// while a write runs on, since its rows stay leased to it. It returns the
-// function that ends the watch.
+// watchWrite probes the database every half of DBTimeout while a call is
+// running: a claim or a write may legitimately run long behind a backlog or
+// a held snapshot (claimCall, writeCall), but a hung link or a call stuck
+// behind someone's lock must show in /readyz within seconds (issue 11), so
+// a cheap read and a look at the relay's lock waits, with a short timeout,
+// tell the two apart. The probe repeats because a link can fail after the
+// first probe passed, and a claim may run for 20 s. A failed probe also
+// calls cut (if not nil): a claim is cut and claimed again, on a connection
+// that works, while a write runs on, since its rows stay leased to it. It
+// returns the function that ends the watch.
 func (r *Relay) watchWrite(ctx context.Context, op string, cut context.CancelFunc) (stop func()) {
-	t := time.AfterFunc(r.cfg.DBTimeout/2, func() {
-		pctx, cancel := context.WithTimeout(ctx, r.cfg.DBTimeout/2)
-		defer cancel()
-		if err := r.probeDB(pctx); err != nil && ctx.Err() == nil {
-			r.dbUp.Store(false) // the next successful claim reports ready again
-			r.setReady("postgres", fmt.Errorf("%s outstanding for %s: %w", op, r.cfg.DBTimeout/2, err))
-			if cut != nil {
-				cut()
-			}
+	every := r.cfg.DBTimeout / 2
+	start := time.Now()
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	probe := func() {
+		pctx, cancel := context.WithTimeout(ctx, every)
+		err := r.probeDB(pctx)
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped || ctx.Err() != nil {
+			return
 		}
-	})
-	return func() { t.Stop() }
+		if err == nil {
+			t.Reset(every)
+			return
+		}
+		r.dbUp.Store(false) // the next successful claim reports ready again
+		r.setReady("postgres", fmt.Errorf("%s outstanding for %s: %w", op, time.Since(start).Round(time.Millisecond), err))
+		if cut != nil {
+			cut()
+		}
+	}
+	mu.Lock()
+	t = time.AfterFunc(every, probe)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
 }
 
 // probeDB is watchWrite's probe: the database answers, and no call of the

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -94,6 +95,12 @@ func (r *Relay) claim(ctx context.Context) ([]outbox.Row, bool, trace.SpanContex
 	stop := r.watchWrite(ctx, "claim", cancel)
 	defer stop()
 	rows, more, err := r.outbox.Claim(c, r.cfg.BatchSize, r.cfg.MaxClaimBytes, r.cfg.LockTimeout)
+	switch {
+	case err == nil:
+		r.claimsTimedOut.Store(0)
+	case errors.Is(c.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+		r.claimsTimedOut.Add(1)
+	}
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "claim failed")
