@@ -49,7 +49,7 @@ func runLarge(t testing.TB) {
 	say("soak-large: built in %s; outbox %s", build.Round(time.Second), mb(size))
 	// Small and large alternate, so that the machine's noise falls on both.
 	var smalls, larges []drained
-	for i := range envInt(t, "SOAK_LARGE_RUNS", 2) {
+	for i := range envInt(t, "SOAK_LARGE_RUNS", 4) {
 		seed(t, smallPool, backlog, fmt.Sprintf("s%d", i))
 		smalls = append(smalls, r.drain(small, smallPool, backlog, fmt.Sprintf("small-%d", i), nil))
 		say("soak-large: empty outbox, run %d: %s", i+1, smalls[i])
