@@ -29,7 +29,8 @@ func writeOutputs(r *run, v []target) error {
 var csvHeader = []string{"t_s", "hold", "outputs", "p50_ms", "p99_ms", "in_per_s", "out_per_s", "input_lag",
 	"pending", "oldest_pending_s", "heap_bytes", "index_bytes", "toast_bytes", "total_bytes", "live_tuples",
 	"dead_tuples", "toast_dead_tuples", "autovacuum_runs", "autovacuum_workers", "deleted_rows", "wal_bytes",
-	"claims", "claim_ms", "oldest_snapshot_s", "cpu_ingestor", "cpu_relay", "cpu_postgres", "machine_busy", "machine_steal", "db_read"}
+	"claims", "claim_ms", "oldest_snapshot_s", "cpu_ingestor", "cpu_relay", "cpu_postgres", "machine_busy", "machine_steal", "db_read",
+	"pending_read", "pending_from"}
 
 func writeCSV(path string, ss []sample) error {
 	f, err := os.Create(path)
@@ -50,7 +51,8 @@ func writeCSV(path string, ss []sample) error {
 			ff(s.InRate), ff(s.OutRate), i(s.InputLag), i(s.Pending), ff(s.OldestPending), i(s.Heap), i(s.Index),
 			i(s.Toast), i(s.Total()), i(s.Live), i(s.Dead), i(s.ToastDead), i(s.Autovacuums), i(s.AutovacuumActive),
 			i(s.Deleted), i(s.WAL), i(s.Claims), ff(s.ClaimMs), ff(s.SnapshotAge), ff(s.CPUIngestor), ff(s.CPURelay),
-			ff(s.CPUPostgres), ff(s.MachineBusy), ff(s.MachineSteal), strconv.FormatBool(s.DBRead)})
+			ff(s.CPUPostgres), ff(s.MachineBusy), ff(s.MachineSteal), strconv.FormatBool(s.DBRead),
+			strconv.FormatBool(s.PendingRead), s.PendingFrom})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {
@@ -158,7 +160,7 @@ func reportText(r *run, v []target, csvName, pngName string) string {
 	b.WriteString("\n## How the figures are taken\n\n")
 	b.WriteString("- Both binaries run as processes (bin/ingestor, bin/outbox-relay, default settings unless stated) against a throwaway PostgreSQL cluster (fsync, synchronous_commit and full_page_writes on, default autovacuum, `pg_stat_statements` loaded) and the dev broker (kfake in a child process). The soak's own producer (passportgen, a realistic mix), consumer and sampler run in the soak program on the same machine.\n")
 	b.WriteString("- Latency: receive time of each output record − send time of its passport; percentiles from 2 %-wide histogram buckets (so a figure is the bucket's upper bound, within 2 %).\n")
-	b.WriteString("- Sizes: `pg_relation_size` (heap), `pg_indexes_size`, `pg_total_relation_size` of the TOAST table; tuples and autovacuum runs from `pg_stat_all_tables`; WAL from `pg_current_wal_lsn()`; pending and oldest from the PENDING rows (SQL); claim time = mean execution time of the claim statement in `pg_stat_statements` over the window; CPU from /proc (PostgreSQL = postmaster, its live children and its reaped children).\n")
+	b.WriteString("- Sizes: `pg_relation_size` (heap), `pg_indexes_size`, `pg_total_relation_size` of the TOAST table; tuples and autovacuum runs from `pg_stat_all_tables`; WAL from `pg_current_wal_lsn()`; pending and oldest from the PENDING rows (SQL), or from the relay's gauges of the same figures when that count timed out (the CSV's `pending_from`); claim time = mean execution time of the claim statement in `pg_stat_statements` over the window; CPU from /proc (PostgreSQL = postmaster, its live children and its reaped children).\n")
 	b.WriteString("- The machine is shared; its busy share is in the column before last (the rest are other processes, including the soak's own producer and consumer), and the last is the share the host gave to other tenants while this machine wanted to run (steal time), which slows every process alike and shows in no process's CPU.\n")
 	if len(r.errs) > 0 {
 		fmt.Fprintf(&b, "- Sampling errors: %s\n", strings.Join(r.errs, "; "))

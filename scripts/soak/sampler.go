@@ -16,7 +16,7 @@ import (
 // like. Sizes are bytes, CPU is in cores over the window.
 type sample struct {
 	T        time.Duration // since the load started
-	DBRead   bool          // the database readings (sizes, tuples, pending, claims) succeeded
+	DBRead   bool          // the outbox readings (sizes, tuples, WAL) succeeded
 	Hold     bool          // the snapshot was held during (part of) the window
 	Outputs  int64         // output records that arrived in the window
 	P50, P99 float64       // ms, of those outputs
@@ -24,6 +24,8 @@ type sample struct {
 	OutRate  float64       // events/s published (relay counter)
 
 	InputLag      int64   // records produced, not committed by the ingestor
+	PendingRead   bool    // Pending and OldestPending were read
+	PendingFrom   string  // "sql": counted; "relay": the relay's gauges, when the count timed out
 	Pending       int64   // PENDING rows
 	OldestPending float64 // s, age of the oldest PENDING row
 
@@ -117,27 +119,47 @@ const claimStatsSQL = `
 select coalesce(sum(calls), 0)::bigint, coalesce(sum(total_exec_time), 0)::float8
 from pg_stat_statements where query like '%with due as (%for update skip locked%'`
 
+// readTimeout bounds each database reading of a sample on its own: the
+// first count of PENDING rows after a held snapshot ends walks every dead
+// entry the hold left in the pending index, and must not take the other
+// readings' time with it.
+const readTimeout = 8 * time.Second
+
 // read takes one sample; w is the index of the window that just ended.
 func (s *sampler) read(ctx context.Context, w int) (sample, []error) {
 	var out sample
 	var errs []error
-	out.DBRead = true
-	note := func(what string, err error) {
-		if err != nil {
-			out.DBRead = false
+	query := func(what, sql string, dest ...any) bool {
+		qctx, cancel := context.WithTimeout(ctx, readTimeout)
+		defer cancel()
+		if err := s.db.QueryRow(qctx, sql).Scan(dest...); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", what, err))
+			return false
 		}
+		return true
 	}
 	now := time.Now()
-	qctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+	wal := s.prevWAL
+	out.DBRead = query("outbox size", outboxSQL, &out.Heap, &out.Index, &out.Toast,
+		&out.Live, &out.Dead, &out.ToastDead, &out.Autovacuums, &out.Deleted, &wal, &out.AutovacuumActive, &out.SnapshotAge)
+	if out.PendingRead = query("pending", pendingSQL, &out.Pending, &out.OldestPending); out.PendingRead {
+		out.PendingFrom = "sql"
+	} else {
+		// What an operator reads instead: the relay's gauges of the same
+		// two figures, refreshed every OUTBOX_STATS_INTERVAL (a refresh
+		// that times out keeps the previous value).
+		p, ok1 := s.relay.Metric("route_passport_outbox_pending")
+		a, ok2 := s.relay.Metric("route_passport_outbox_oldest_pending_age_seconds")
+		if ok1 && ok2 {
+			out.Pending, out.OldestPending, out.PendingRead, out.PendingFrom = int64(p), a, true, "relay"
+		}
+	}
+	// A failed reading leaves the cumulative figures where they were: the
+	// next window counts both.
+	claims, claimMs := s.prevClaims, s.prevClaimMs
+	query("claim stats", claimStatsSQL, &claims, &claimMs)
+	qctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	var wal float64
-	note("outbox size", s.db.QueryRow(qctx, outboxSQL).Scan(&out.Heap, &out.Index, &out.Toast,
-		&out.Live, &out.Dead, &out.ToastDead, &out.Autovacuums, &out.Deleted, &wal, &out.AutovacuumActive, &out.SnapshotAge))
-	note("pending", s.db.QueryRow(qctx, pendingSQL).Scan(&out.Pending, &out.OldestPending))
-	var claims int64
-	var claimMs float64
-	note("claim stats", s.db.QueryRow(qctx, claimStatsSQL).Scan(&claims, &claimMs))
 	ends, err1 := s.adm.ListEndOffsets(qctx, s.tp.input)
 	offs, err2 := s.adm.FetchOffsets(qctx, s.tp.group)
 	if err1 == nil && err2 == nil {

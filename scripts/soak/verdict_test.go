@@ -33,3 +33,29 @@ func TestHalfPeaks(t *testing.T) {
 		t.Fatal("no reading in the second half, yet ok")
 	}
 }
+
+// TestBoundedTarget: the relay's gauges stand in for a count that timed
+// out; a sample read by neither fails the target, and so does a held
+// sample over either bound.
+func TestBoundedTarget(t *testing.T) {
+	ok := func(pending int64, oldest float64, hold bool, from string) sample {
+		return sample{PendingRead: true, PendingFrom: from, Pending: pending, OldestPending: oldest, Hold: hold}
+	}
+	cases := []struct {
+		name    string
+		samples []sample
+		pass    bool
+	}{
+		{"all counted", []sample{ok(300, 0.4, false, "sql"), ok(900, 1.2, true, "sql")}, true},
+		{"one from the relay", []sample{ok(300, 0.4, false, "sql"), ok(700, 1.5, true, "relay")}, true},
+		{"one unread", []sample{ok(300, 0.4, false, "sql"), {Hold: true}}, false},
+		{"too many during the hold", []sample{ok(300, 0.4, false, "sql"), ok(10_000, 2, true, "sql")}, false},
+		{"too old during the hold", []sample{ok(300, 0.4, false, "sql"), ok(500, 10.5, true, "relay")}, false},
+	}
+	for _, c := range cases {
+		got := boundedTarget(c.samples, 10_000)
+		if got.pass != c.pass {
+			t.Errorf("%s: pass = %v, want %v (%s)", c.name, got.pass, c.pass, got.detail)
+		}
+	}
+}

@@ -5,6 +5,8 @@ package rig
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +34,14 @@ type Rig struct {
 // (3 partitions by default); name prefixes the failure messages.
 func Start(t testing.TB, name string, pg testenv.PostgresOptions) *Rig {
 	r := &Rig{}
-	r.Bins = e2e.BuildBinaries(t, t.TempDir())
+	if dir := os.Getenv("RIG_BINARIES"); dir != "" {
+		// Prebuilt binaries, e.g. of an older commit, to measure a
+		// regression with this tree's harness.
+		r.Bins = e2e.Binaries{Ingestor: filepath.Join(dir, "ingestor"), Relay: filepath.Join(dir, "outbox-relay")}
+		t.Logf("%s: RIG_BINARIES: measuring the binaries in %s", name, dir)
+	} else {
+		r.Bins = e2e.BuildBinaries(t, t.TempDir())
+	}
 	r.PG = testenv.NewPostgresCluster(t, pg)
 	admin, err := pgxpool.New(context.Background(), r.PG.URL("postgres"))
 	if err != nil {
