@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/outbox"
@@ -65,26 +66,44 @@ func TestRelayBehindPgBouncer(t *testing.T) {
 	}
 }
 
+// proxied is a relay's test bundle whose pool reaches PostgreSQL through a
+// fault proxy, with a direct pool beside it for the test's own statements.
+type proxied struct {
+	*testBundle
+	proxy     *testenv.FaultProxy
+	direct    *pgxpool.Pool
+	directURL string
+}
+
+// proxiedBundle creates database name on a cluster of its own, reached by
+// the relay's pool through a fault proxy.
+func proxiedBundle(t *testing.T, name string) proxied {
+	t.Helper()
+	cluster := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	directURL := cluster.CreateDatabase(t, name, true)
+	proxy := testenv.NewFaultProxy(t, "pg", cluster.Addr())
+	url := cluster.URLAt(proxy.Addr(), name)
+	ctx := context.Background()
+	direct, err := store.Open(ctx, directURL, "test")
+	require.NoError(t, err)
+	t.Cleanup(direct.Close)
+	pool, err := store.Open(ctx, url, "test")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	b := &testBundle{url: url, pool: pool, outbox: store.NewOutbox(pool), bootstrap: testenv.KafkaBootstrap(t)}
+	return proxied{testBundle: b, proxy: proxy, direct: direct, directURL: directURL}
+}
+
 // TestRelayPostgresBlackhole: the PostgreSQL link holds every byte (a
 // Toxiproxy timeout toxic: no RST) with the relay's default DBTimeout;
 // /readyz turns non-200 within seconds, nothing is FAILED or charged, and
 // after the link heals every row is published.
 func TestRelayPostgresBlackhole(t *testing.T) {
 	t.Parallel()
-	cluster := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
-	directURL := cluster.CreateDatabase(t, "relay_blackhole", true)
-	proxy := testenv.NewFaultProxy(t, "pg", cluster.Addr())
-	proxied := cluster.URLAt(proxy.Addr(), "relay_blackhole")
+	b := proxiedBundle(t, "relay_blackhole")
+	direct, proxy := b.direct, b.proxy
 	ctx := context.Background()
-	direct, err := store.Open(ctx, directURL, "test")
-	require.NoError(t, err)
-	t.Cleanup(direct.Close)
-	pool, err := store.Open(ctx, proxied, "test")
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	bootstrap := testenv.KafkaBootstrap(t)
 	topic := testenv.Topic(t, "pg-blackhole", 1)
-	b := &testBundle{url: proxied, pool: pool, outbox: store.NewOutbox(pool), bootstrap: bootstrap}
 	rr := b.start(t, relay.Config{PollInterval: 200 * time.Millisecond})
 	relaytest.MustInsert(t, direct, outbox.Event{Topic: topic})
 	eventually(t, 15*time.Second, "first row published", func() bool { return relaytest.Count(t, direct, outbox.StatusPublished) == 1 })
@@ -121,19 +140,10 @@ func TestRelayPostgresBlackhole(t *testing.T) {
 // claim at DBTimeout.
 func TestRelayBlackholeDuringSlowClaim(t *testing.T) {
 	t.Parallel()
-	cluster := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
-	directURL := cluster.CreateDatabase(t, "relay_blackhole_slow", true)
-	proxy := testenv.NewFaultProxy(t, "pg", cluster.Addr())
-	proxied := cluster.URLAt(proxy.Addr(), "relay_blackhole_slow")
+	b := proxiedBundle(t, "relay_blackhole_slow")
+	direct, proxy := b.direct, b.proxy
 	ctx := context.Background()
-	direct, err := store.Open(ctx, directURL, "test")
-	require.NoError(t, err)
-	t.Cleanup(direct.Close)
-	pool, err := store.Open(ctx, proxied, "test")
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
 	topic := testenv.Topic(t, "pg-blackhole-slow", 1)
-	b := &testBundle{url: proxied, pool: pool, outbox: store.NewOutbox(pool), bootstrap: testenv.KafkaBootstrap(t)}
 	// The lease leaves 20 − 2 − 10 = 8 s for a claim.
 	// One row per claim, so that each claim takes the trigger's 4 s.
 	rr := b.start(t, relay.Config{PollInterval: 100 * time.Millisecond, DBTimeout: time.Second, Workers: 1, BatchSize: 1,
@@ -142,17 +152,7 @@ func TestRelayBlackholeDuringSlowClaim(t *testing.T) {
 	eventually(t, 15*time.Second, "first row published", func() bool { return relaytest.Count(t, direct, outbox.StatusPublished) == 1 })
 	eventually(t, 5*time.Second, "/readyz 200", func() bool { return rr.readyz(t) == http.StatusOK })
 
-	_, err = operatorConn(t, directURL).Exec(ctx, `
-create function slow_claim() returns trigger language plpgsql as $$
-begin
-  if new.lock_token is not null and new.lock_token is distinct from old.lock_token then
-    perform pg_sleep(4);
-  end if;
-  return new;
-end $$;
-create trigger slow_claim before update on route_passport_outbox
-for each row execute function slow_claim()`)
-	require.NoError(t, err)
+	slowClaims(t, b.directURL, "4")
 	relaytest.MustInsert(t, direct, outbox.Event{Topic: topic})
 	eventually(t, 5*time.Second, "the claim of the second row running", func() bool {
 		var n int

@@ -290,6 +290,23 @@ func operatorConn(t testing.TB, url string) *pgx.Conn {
 	return conn
 }
 
+// slowClaims makes every claim of a row (an update that sets a new lock
+// token) sleep for seconds (a SQL numeric literal) before it completes.
+func slowClaims(t testing.TB, url, seconds string) {
+	t.Helper()
+	_, err := operatorConn(t, url).Exec(context.Background(), `
+create function slow_claim() returns trigger language plpgsql as $$
+begin
+  if new.lock_token is not null and new.lock_token is distinct from old.lock_token then
+    perform pg_sleep(`+seconds+`);
+  end if;
+  return new;
+end $$;
+create trigger slow_claim before update on route_passport_outbox
+for each row execute function slow_claim()`)
+	require.NoError(t, err)
+}
+
 // A claim slower than DBTimeout on a database that answers (a trigger
 // sleeps 10 ms for each row a claim leases; 300 rows take 3 s against a
 // 1 s DBTimeout) runs on: /readyz stays 200 and every row is published.
@@ -304,18 +321,7 @@ func TestRelaySlowClaimRunsOn(t *testing.T) {
 	eventually(t, 15*time.Second, "first row published", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 1 })
 	eventually(t, 5*time.Second, "/readyz 200", func() bool { return rr.readyz(t) == http.StatusOK })
 
-	ctx := context.Background()
-	_, err := operatorConn(t, b.url).Exec(ctx, `
-create function slow_claim() returns trigger language plpgsql as $$
-begin
-  if new.lock_token is not null and new.lock_token is distinct from old.lock_token then
-    perform pg_sleep(0.01);
-  end if;
-  return new;
-end $$;
-create trigger slow_claim before update on route_passport_outbox
-for each row execute function slow_claim()`)
-	require.NoError(t, err)
+	slowClaims(t, b.url, "0.01")
 	events := make([]outbox.Event, 300)
 	for i := range events {
 		events[i] = outbox.Event{Topic: topic}
