@@ -47,6 +47,7 @@ func (r *Relay) refreshGauges(ctx context.Context) {
 		if err == nil {
 			r.m.pending.Set(float64(s.Pending))
 			r.m.oldestAge.Set(s.OldestAge.Seconds())
+			r.m.pendingAt.SetToCurrentTime()
 		}
 		c, cancel = r.dbCall(ctx)
 		h, err := r.outbox.TableHealth(c)

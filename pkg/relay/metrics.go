@@ -15,6 +15,7 @@ type metrics struct {
 	postponed     prometheus.Counter
 	pending       prometheus.Gauge
 	oldestAge     prometheus.Gauge
+	pendingAt     prometheus.Gauge
 	paused        prometheus.Gauge
 	publishTime   prometheus.Histogram
 	ingestToPub   prometheus.Histogram
@@ -69,6 +70,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		oldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "route_passport_outbox_oldest_pending_age_seconds",
 			Help: "Age of the oldest PENDING outbox row, 0 when none (refreshed every few seconds).",
+		}),
+		pendingAt: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "route_passport_outbox_pending_refreshed_timestamp_seconds",
+			Help: "Unix time of the last successful refresh of the two pending gauges; a refresh that fails (a busy database: after a held snapshot the count walks every dead index entry) leaves them at their previous values.",
 		}),
 		paused: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "route_passport_outbox_paused",
@@ -132,7 +137,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.stage = obs.NewStageHistogram(stageReg)
 	if reg != nil {
-		reg.MustRegister(m.published, m.retried, m.failed, m.released, m.postponed, m.pending, m.oldestAge,
+		reg.MustRegister(m.published, m.retried, m.failed, m.released, m.postponed, m.pending, m.oldestAge, m.pendingAt,
 			m.paused, m.publishTime, m.ingestToPub, m.claimedRows, m.kafkaOutages, m.lostLeaseRows,
 			m.oldestXactAge, m.liveTuples, m.deadTuples, m.tableBytes, m.wakeupMode,
 			m.indexBytes, m.indexRebuilds)

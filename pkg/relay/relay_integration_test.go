@@ -477,6 +477,8 @@ func TestRelayRetentionAndGauges(t *testing.T) {
 	eventually(t, 5*time.Second, "pending gauges", func() bool {
 		return rr.metric(t, "route_passport_outbox_pending") == 1 && rr.metric(t, "route_passport_outbox_oldest_pending_age_seconds") >= 90
 	})
+	refreshed := time.Unix(int64(rr.metric(t, "route_passport_outbox_pending_refreshed_timestamp_seconds")), 0)
+	require.WithinDuration(t, time.Now(), refreshed, 5*time.Second, "the pending gauges' refresh time")
 
 	require.NoError(t, b.outbox.SetPaused(ctx, false, "", "test"))
 	eventually(t, 10*time.Second, "published, gauges at 0", func() bool {

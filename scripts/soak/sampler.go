@@ -125,6 +125,10 @@ from pg_stat_statements where query like '%with due as (%for update skip locked%
 // readings' time with it.
 const readTimeout = 8 * time.Second
 
+// maxGaugeAge is the oldest refresh of the relay's pending gauges a sample
+// takes: three of its default OUTBOX_STATS_INTERVAL (5 s).
+const maxGaugeAge = 15 * time.Second
+
 // read takes one sample; w is the index of the window that just ended.
 func (s *sampler) read(ctx context.Context, w int) (sample, []error) {
 	var out sample
@@ -146,11 +150,13 @@ func (s *sampler) read(ctx context.Context, w int) (sample, []error) {
 		out.PendingFrom = "sql"
 	} else {
 		// What an operator reads instead: the relay's gauges of the same
-		// two figures, refreshed every OUTBOX_STATS_INTERVAL (a refresh
-		// that times out keeps the previous value).
+		// two figures, refreshed every OUTBOX_STATS_INTERVAL, taken only
+		// when fresh (a refresh that times out keeps the previous values).
 		p, ok1 := s.relay.Metric("route_passport_outbox_pending")
 		a, ok2 := s.relay.Metric("route_passport_outbox_oldest_pending_age_seconds")
-		if ok1 && ok2 {
+		at, ok3 := s.relay.Metric("route_passport_outbox_pending_refreshed_timestamp_seconds")
+		fresh := ok3 && time.Since(time.Unix(int64(at), 0)) <= maxGaugeAge
+		if ok1 && ok2 && fresh {
 			out.Pending, out.OldestPending, out.PendingRead, out.PendingFrom = int64(p), a, true, "relay"
 		}
 	}
