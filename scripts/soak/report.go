@@ -52,7 +52,7 @@ func writeCSV(path string, ss []sample) error {
 			i(s.Toast), i(s.Total()), i(s.Live), i(s.Dead), i(s.ToastDead), i(s.Autovacuums), i(s.AutovacuumActive),
 			i(s.Deleted), i(s.WAL), i(s.Claims), ff(s.ClaimMs), ff(s.SnapshotAge), ff(s.CPUIngestor), ff(s.CPURelay),
 			ff(s.CPUPostgres), ff(s.MachineBusy), ff(s.MachineSteal), strconv.FormatBool(s.DBRead),
-			strconv.FormatBool(s.PendingRead), s.PendingFrom})
+			strconv.FormatBool(s.PendingRead()), s.PendingFrom})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {

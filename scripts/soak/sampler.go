@@ -24,8 +24,7 @@ type sample struct {
 	OutRate  float64       // events/s published (relay counter)
 
 	InputLag      int64   // records produced, not committed by the ingestor
-	PendingRead   bool    // Pending and OldestPending were read
-	PendingFrom   string  // "sql": counted; "relay": the relay's gauges, when the count timed out
+	PendingFrom   string  // "sql": counted; "relay": the relay's gauges, when the count timed out; "": not read
 	Pending       int64   // PENDING rows
 	OldestPending float64 // s, age of the oldest PENDING row
 
@@ -44,6 +43,9 @@ type sample struct {
 	CPUIngestor, CPURelay, CPUPostgres, MachineBusy float64
 	MachineSteal                                    float64 // share of the CPU the host gave to other tenants
 }
+
+// PendingRead says whether Pending and OldestPending were read.
+func (s sample) PendingRead() bool { return s.PendingFrom != "" }
 
 // Total is the outbox's whole size.
 func (s sample) Total() int64 { return s.Heap + s.Index + s.Toast }
@@ -146,7 +148,7 @@ func (s *sampler) read(ctx context.Context, w int) (sample, []error) {
 	wal := s.prevWAL
 	out.DBRead = query("outbox size", outboxSQL, &out.Heap, &out.Index, &out.Toast,
 		&out.Live, &out.Dead, &out.ToastDead, &out.Autovacuums, &out.Deleted, &wal, &out.AutovacuumActive, &out.SnapshotAge)
-	if out.PendingRead = query("pending", pendingSQL, &out.Pending, &out.OldestPending); out.PendingRead {
+	if query("pending", pendingSQL, &out.Pending, &out.OldestPending) {
 		out.PendingFrom = "sql"
 	} else {
 		// What an operator reads instead: the relay's gauges of the same
@@ -157,7 +159,7 @@ func (s *sampler) read(ctx context.Context, w int) (sample, []error) {
 		at, ok3 := s.relay.Metric("route_passport_outbox_pending_refreshed_timestamp_seconds")
 		fresh := ok3 && time.Since(time.Unix(int64(at), 0)) <= maxGaugeAge
 		if ok1 && ok2 && fresh {
-			out.Pending, out.OldestPending, out.PendingRead, out.PendingFrom = int64(p), a, true, "relay"
+			out.Pending, out.OldestPending, out.PendingFrom = int64(p), a, "relay"
 		}
 	}
 	// A failed reading leaves the cumulative figures where they were: the

@@ -168,7 +168,7 @@ func boundedTarget(samples []sample, limit int64) target {
 	unread := 0
 	fromRelay := 0
 	for _, s := range samples {
-		if !s.PendingRead {
+		if !s.PendingRead() {
 			unread++
 			continue
 		}

@@ -39,7 +39,7 @@ func TestHalfPeaks(t *testing.T) {
 // sample over either bound.
 func TestBoundedTarget(t *testing.T) {
 	ok := func(pending int64, oldest float64, hold bool, from string) sample {
-		return sample{PendingRead: true, PendingFrom: from, Pending: pending, OldestPending: oldest, Hold: hold}
+		return sample{PendingFrom: from, Pending: pending, OldestPending: oldest, Hold: hold}
 	}
 	cases := []struct {
 		name    string
