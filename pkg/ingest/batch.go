@@ -39,11 +39,14 @@ type item struct {
 // rec is the polled record.
 func (it *item) rec() *record.Record { return &it.acc.Source }
 
-// batch is a unit of work of the pipeline. Its three signals order it after
+// batch is a unit of work of the pipeline. Its signals order it after
 // its predecessor (see the package documentation):
 //
 //   - applied: the fast attempt's statements ran (the batch holds its row
 //     locks) or will not run; applyFailed says which.
+//   - committing: the fast attempt's commit is on its way (its statements
+//     ran, or went with the commit in one round trip) or will not come; the
+//     poll loop holds the next batch until then (Ingestor.held).
 //   - fastDone: the fast attempt committed or rolled back; fastFailed says
 //     whether it (or any predecessor's) failed, in which case successors
 //     roll back too.
@@ -61,6 +64,7 @@ type batch struct {
 
 	applied     chan struct{}
 	applyFailed bool
+	committing  chan struct{}
 	fastDone    chan struct{}
 	fastFailed  bool
 	dbDone      chan struct{}
@@ -69,7 +73,7 @@ type batch struct {
 func newBatch(seq uint64, items []*item, prev *batch) *batch {
 	return &batch{
 		seq: seq, items: items, prev: prev, parsed: make(chan struct{}),
-		applied: make(chan struct{}), fastDone: make(chan struct{}), dbDone: make(chan struct{}),
+		applied: make(chan struct{}), committing: make(chan struct{}), fastDone: make(chan struct{}), dbDone: make(chan struct{}),
 	}
 }
 

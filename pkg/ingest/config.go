@@ -44,8 +44,9 @@ type Config struct {
 	// Pipeline is how many batches may be in flight: 2 or 1 (strictly
 	// sequential writes).
 	Pipeline int
-	// WriteTimeout bounds each database call of a write attempt (begin,
-	// write, commit; not the wait for the predecessor batch)
+	// WriteTimeout bounds each database call of a write attempt (the
+	// statements, with the commit or with BEGIN, and a separate commit; not
+	// the wait for the predecessor batch)
 	// (INGEST_DB_TIMEOUT); a call that times out is retried, never a
 	// refusal of the records, and counts as the database being unavailable
 	// only if a ping then fails. 0 (the default): [DBTimeoutFor] the batch

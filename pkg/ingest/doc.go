@@ -7,9 +7,8 @@
 // One goroutine, the poll loop in [Ingestor.Run], owns the Kafka consumer: it
 // polls, groups records into batches (up to Config.BatchSize records and
 // Config.BatchBytes bytes; by default, Config.BatchMaxWait 0, whatever has
-// arrived when a pipeline slot is free and the batch ahead has run its
-// statements, so batches grow with the load and an idle record waits for
-// nothing), hands each batch to a batch goroutine, takes the batch's result
+// arrived when a pipeline slot is free and the batch ahead is committing,
+// so batches grow with the load and an idle record waits for nothing), hands each batch to a batch goroutine, takes the batch's result
 // back, and commits. Rebalance callbacks run inside Poll on that same
 // goroutine, so a commit can never race a revocation.
 //
@@ -35,6 +34,14 @@
 // On this CPU-bound workload (jsonb parsing, index and foreign-key upkeep)
 // the second backend matters most; the WAL flush of N's commit also
 // overlaps N+1's work.
+//
+// A batch with nothing ahead of it still writing sends its statements and
+// its commit in one round trip (an implicit transaction); one that must
+// commit after its predecessor sends BEGIN and its statements in one round
+// trip and its COMMIT in a second, once the predecessor committed. An idle
+// record thus costs one round trip and one WAL flush. The batch behind a
+// one-round-trip write may go at once (that write is already committing);
+// the batch behind a two-round-trip write waits until its statements ran.
 //
 // # Offsets
 //

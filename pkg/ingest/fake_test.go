@@ -209,22 +209,26 @@ func (s *fakeStore) setPingFail(f func() error) {
 	s.pingFail = f
 }
 
-// holdFirstWrite makes the first write of s block, its batch's statements
-// running, until release; calls counts the writes. Called after startFake,
-// its cleanup releases the write before startFake's waits for Run, so a
-// failing test does not hang.
-func holdFirstWrite(t *testing.T, s *fakeStore) (calls *atomic.Int32, release func()) {
+// holdWrites makes the first n writes of s block, their batches'
+// statements running, until release(i) lets the i-th (from 1) go; calls
+// counts the writes. Called after startFake, its cleanup releases every
+// write before startFake's waits for Run, so a failing test does not hang.
+func holdWrites(t *testing.T, s *fakeStore, n int) (calls *atomic.Int32, release func(i int)) {
 	calls = new(atomic.Int32)
-	held := make(chan struct{})
-	release = sync.OnceFunc(func() { close(held) })
-	t.Cleanup(release)
+	gates := make([]func(), n)
+	held := make([]chan struct{}, n)
+	for i := range n {
+		held[i] = make(chan struct{})
+		gates[i] = sync.OnceFunc(func() { close(held[i]) })
+		t.Cleanup(gates[i])
+	}
 	s.setFail(func([]passport.Accepted) error {
-		if calls.Add(1) == 1 {
-			<-held
+		if i := int(calls.Add(1)); i <= n {
+			<-held[i-1]
 		}
 		return nil
 	})
-	return calls, release
+	return calls, func(i int) { gates[i-1]() }
 }
 
 func (s *fakeStore) routes() int {
@@ -233,11 +237,30 @@ func (s *fakeStore) routes() int {
 	return len(s.written)
 }
 
-func (s *fakeStore) Begin(ctx context.Context) (store.WriteTx, error) {
+func (s *fakeStore) Write(ctx context.Context, recs []passport.Accepted) error {
+	tx, err := s.BeginWrite(ctx, recs)
+	if err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+func (s *fakeStore) BeginWrite(ctx context.Context, recs []passport.Accepted) (store.WriteTx, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return &fakeTx{s: s}, nil
+	s.mu.Lock()
+	f := s.fail
+	s.mu.Unlock()
+	if f != nil {
+		if err := f(recs); err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return &fakeTx{s: s, recs: recs}, nil
 }
 
 func (s *fakeStore) Stuck(ctx context.Context) error { return ctx.Err() }
@@ -255,19 +278,6 @@ func (s *fakeStore) Ping(ctx context.Context) error {
 type fakeTx struct {
 	s    *fakeStore
 	recs []passport.Accepted
-}
-
-func (t *fakeTx) Write(ctx context.Context, recs []passport.Accepted) error {
-	t.s.mu.Lock()
-	f := t.s.fail
-	t.s.mu.Unlock()
-	if f != nil {
-		if err := f(recs); err != nil {
-			return err
-		}
-	}
-	t.recs = append(t.recs, recs...)
-	return ctx.Err()
 }
 
 func (t *fakeTx) Commit(ctx context.Context) error {
@@ -588,48 +598,59 @@ func TestFakeNaturalBatching(t *testing.T) {
 	require.Less(t, time.Since(start), 500*time.Millisecond, "a lone record does not wait for company")
 }
 
-// While the batch in flight runs its statements, the next batch waits and
-// takes everything that arrived meanwhile: at a steady trickle the second
-// pipeline slot does not carry one record per transaction.
+// While the newest batch in flight runs its statements, the next batch
+// waits, even with a slot free, and takes everything that arrived
+// meanwhile: at a steady trickle a pipeline slot does not carry one record
+// per transaction. A batch written in one round trip (nothing ahead of it
+// still writing) is committing from the start, so the batch behind it goes
+// at once.
 func TestFakeNaturalBatchingWaitsForTheWriteAhead(t *testing.T) {
 	t.Parallel()
 	c := newFakeConsumer(0)
 	s := newFakeStore()
 	startFake(t, c, s, &fakeDLQ{})
-	calls, release := holdFirstWrite(t, s)
+	calls, release := holdWrites(t, s, 2)
 	c.add(0, values(t, 1)...)
 	require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, time.Millisecond)
+	c.add(0, values(t, 1)...)
+	require.Eventually(t, func() bool { return calls.Load() == 2 }, 5*time.Second, time.Millisecond,
+		"the record behind a one-round-trip write goes at once")
+	release(1) // the first batch commits: a slot is free
+	require.Eventually(t, func() bool { return s.routes() == 1 }, 5*time.Second, time.Millisecond)
 	for _, v := range values(t, 5) {
 		c.add(0, v)
 		time.Sleep(5 * time.Millisecond)
 	}
 	time.Sleep(50 * time.Millisecond)
-	require.Equal(t, int32(1), calls.Load(), "no second write while the first one runs")
-	release()
-	require.Eventually(t, func() bool { return s.routes() == 6 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, int32(2), calls.Load(), "no third write while the second runs its statements, though a slot is free")
+	release(2)
+	require.Eventually(t, func() bool { return s.routes() == 7 }, 5*time.Second, time.Millisecond)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	require.Equal(t, []int{1, 5}, s.counts, "the lone record at once, then all that arrived behind it in one batch")
+	require.Equal(t, []int{1, 1, 5}, s.counts, "the two lone records at once, then all that arrived behind them in one batch")
 }
 
-// Records that arrive while the batch ahead runs its statements are parsed
-// while they wait, not when their batch goes: a batch's turn does not
-// include its records' parse time.
+// Records that arrive while both pipeline slots are busy are parsed while
+// they wait, not when their batch goes: a batch's turn does not include its
+// records' parse time.
 func TestFakeParsedWhileTheBatchAheadWrites(t *testing.T) {
 	t.Parallel()
 	c := newFakeConsumer(0)
 	s := newFakeStore()
 	r := startFake(t, c, s, &fakeDLQ{})
-	calls, release := holdFirstWrite(t, s)
+	calls, release := holdWrites(t, s, 2)
 	c.add(0, values(t, 1)...)
 	require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, time.Millisecond)
+	c.add(0, values(t, 1)...)
+	require.Eventually(t, func() bool { return calls.Load() == 2 }, 5*time.Second, time.Millisecond)
 	c.add(0, values(t, 5)...)
-	require.Eventually(t, func() bool { return r.stageCount(t, "parsed") == 6 }, 5*time.Second, time.Millisecond,
-		"the five records behind the held batch are parsed before it finishes")
-	require.Equal(t, int32(1), calls.Load(), "their batch has not gone yet")
-	release()
-	require.Eventually(t, func() bool { return s.routes() == 6 }, 5*time.Second, time.Millisecond)
-	require.Equal(t, uint64(6), r.stageCount(t, "parsed"), "each record parsed once")
+	require.Eventually(t, func() bool { return r.stageCount(t, "parsed") == 7 }, 5*time.Second, time.Millisecond,
+		"the five records behind the held batches are parsed before a slot frees")
+	require.Equal(t, int32(2), calls.Load(), "their batch has not gone yet")
+	release(1)
+	release(2)
+	require.Eventually(t, func() bool { return s.routes() == 7 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, uint64(7), r.stageCount(t, "parsed"), "each record parsed once")
 }
 
 // stageCount is the sample count of one stage of the stage histogram.

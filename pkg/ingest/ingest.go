@@ -10,6 +10,7 @@ import (
 
 	"github.com/pcp/route-processing/pkg/backoff"
 	"github.com/pcp/route-processing/pkg/obs"
+	"github.com/pcp/route-processing/pkg/passport"
 	"github.com/pcp/route-processing/pkg/record"
 	"github.com/pcp/route-processing/pkg/store"
 )
@@ -41,8 +42,11 @@ type Consumer interface {
 // Store writes accepted passports; *store.Passports implements it. Errors
 // are classified with store.Classify.
 type Store interface {
-	// Begin starts a write transaction on a connection of its own.
-	Begin(ctx context.Context) (store.WriteTx, error)
+	// Write writes accepted in a transaction of its own and commits it.
+	Write(ctx context.Context, accepted []passport.Accepted) error
+	// BeginWrite begins a transaction on a connection of its own and
+	// writes accepted in it; the caller commits or rolls back.
+	BeginWrite(ctx context.Context, accepted []passport.Accepted) (store.WriteTx, error)
 	// Ping makes one round trip.
 	Ping(ctx context.Context) error
 	// Stuck fails when the writer's sessions wait for a lock that nobody

@@ -106,20 +106,21 @@ func (in *Ingestor) batchDue() bool {
 }
 
 // held reports whether a batch that is not full must wait because the
-// newest batch in flight has not yet run its statements. Dispatched at once,
-// the second slot would take the one or two records that arrived since the
-// first batch left, and at a steady rate every other transaction would carry
-// almost nothing: the same records in twice the transactions, on a database
-// that is CPU-bound. Held until the batch ahead is committing, the next
-// batch takes what arrived meanwhile, so batches grow with the load; an idle
-// record, with nothing in flight, still goes at once. A full batch is never
-// held: under a backlog its parsing overlaps the write ahead of it.
+// newest batch in flight is not committing yet (batch.committing: it is
+// still running its statements). Dispatched at once, the second slot would
+// take the one or two records that arrived since the first batch left, and
+// at a steady rate every other transaction would carry almost nothing: the
+// same records in twice the transactions, on a database that is CPU-bound.
+// Held until the batch ahead is committing, the next batch takes what
+// arrived meanwhile, so batches grow with the load; an idle record, with
+// nothing in flight, still goes at once. A full batch is never held: under
+// a backlog its parsing overlaps the write ahead of it.
 func (in *Ingestor) held() bool {
 	if in.last == nil || in.batchFull() {
 		return false
 	}
 	select {
-	case <-in.last.applied:
+	case <-in.last.committing:
 		return false
 	default:
 		return true

@@ -39,15 +39,22 @@ func (in *Ingestor) write(ctx context.Context, b *batch, valid []*item) {
 var errPredecessorFailed = errors.New("predecessor batch failed")
 
 // writeFast writes valid in one transaction, ordered after b.prev. It
-// always closes b.applied and b.fastDone.
+// always closes b.applied, b.committing and b.fastDone.
 func (in *Ingestor) writeFast(ctx context.Context, b *batch, valid []*item) (err error) {
 	prev := b.prev
-	appliedClosed := false
+	appliedClosed, committingClosed := false, false
+	committing := func() {
+		if !committingClosed {
+			committingClosed = true
+			close(b.committing)
+		}
+	}
 	defer func() {
 		if !appliedClosed {
 			b.applyFailed = true
 			close(b.applied)
 		}
+		committing()
 		b.fastFailed = err != nil
 		close(b.fastDone)
 	}()
@@ -62,6 +69,7 @@ func (in *Ingestor) writeFast(ctx context.Context, b *batch, valid []*item) (err
 			b.applyFailed = prev.applyFailed
 			appliedClosed = true
 			close(b.applied)
+			committing()
 			if !wait(ctx, prev.fastDone) {
 				return ctx.Err()
 			}
@@ -72,49 +80,59 @@ func (in *Ingestor) writeFast(ctx context.Context, b *batch, valid []*item) (err
 		return nil
 	}
 
-	// Take a connection and begin while the predecessor works.
-	tx, err := in.begin(ctx)
+	if prev == nil || closed(prev.fastDone) {
+		// Nothing ahead is still writing: one round trip, statements and
+		// commit together.
+		if prev != nil && prev.fastFailed {
+			return errPredecessorFailed
+		}
+		// The next batch may go now: it can only commit after this one.
+		committing()
+		if err := in.writeOnce(ctx, valid); err != nil {
+			in.noteDBError(ctx, err)
+			return err
+		}
+		appliedClosed = true
+		close(b.applied)
+		in.dbHealth.ok(ctx)
+		return nil
+	}
+
+	if !wait(ctx, prev.parsed) {
+		return ctx.Err()
+	}
+	// A predecessor touching none of our routes cannot hold a lock we need
+	// nor be overwritten by us: write concurrently (PostgreSQL is CPU-bound
+	// here, and two backends use both cores). Otherwise wait until it holds
+	// its row locks, so that our rows queue behind its.
+	if overlaps(b.routes, prev.routes) {
+		if !wait(ctx, prev.applied) {
+			return ctx.Err()
+		}
+		if prev.applyFailed {
+			return errPredecessorFailed
+		}
+	}
+	tx, err := in.beginWrite(ctx, valid)
 	if err != nil {
 		in.noteDBError(ctx, err)
 		return err
 	}
 	defer func() {
 		if err != nil {
-			in.rollback(ctx, tx)
+			_ = tx.Rollback(ctx)
 		}
 	}()
-	if prev != nil {
-		if !wait(ctx, prev.parsed) {
-			return ctx.Err()
-		}
-		// A predecessor touching none of our routes cannot hold a lock we
-		// need nor be overwritten by us: write concurrently (PostgreSQL is
-		// CPU-bound here, and two backends use both cores). Otherwise wait
-		// until it holds its row locks, so that our rows queue behind its.
-		if overlaps(b.routes, prev.routes) {
-			if !wait(ctx, prev.applied) {
-				return ctx.Err()
-			}
-			if prev.applyFailed {
-				return errPredecessorFailed
-			}
-		}
-	}
-	if err := in.txWrite(ctx, tx, valid); err != nil {
-		in.noteDBError(ctx, err)
-		return err
-	}
 	appliedClosed = true
 	close(b.applied)
-	if prev != nil {
-		if !wait(ctx, prev.fastDone) {
-			return ctx.Err()
-		}
-		if prev.fastFailed {
-			return errPredecessorFailed
-		}
+	committing()
+	if !wait(ctx, prev.fastDone) {
+		return ctx.Err()
 	}
-	if err := in.txCommit(ctx, tx); err != nil {
+	if prev.fastFailed {
+		return errPredecessorFailed
+	}
+	if err := in.dbCall(ctx, tx.Commit); err != nil {
 		in.noteDBError(ctx, err)
 		return err
 	}
@@ -122,30 +140,40 @@ func (in *Ingestor) writeFast(ctx context.Context, b *batch, valid []*item) (err
 	return nil
 }
 
-// rollbackTimeout bounds a rollback: on a broken connection it fails fast
-// anyway, and the server ends the transaction when the connection closes.
-const rollbackTimeout = 5 * time.Second
+// closed reports whether ch is closed, without waiting.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
 
-// begin, txWrite and txCommit make one database call each (dbCall);
-// waits for other batches happen between them, outside the bound.
-func (in *Ingestor) begin(ctx context.Context) (tx store.WriteTx, err error) {
+// writeOnce writes items in a transaction of its own and commits it, in one
+// database call.
+func (in *Ingestor) writeOnce(ctx context.Context, items []*item) error {
+	accepted := acceptedOf(items)
+	return in.dbCall(ctx, func(c context.Context) error { return in.store.Write(c, accepted) })
+}
+
+// beginWrite begins a transaction and runs items' statements in it, in one
+// database call; the commit is the caller's.
+func (in *Ingestor) beginWrite(ctx context.Context, items []*item) (tx store.WriteTx, err error) {
+	accepted := acceptedOf(items)
 	err = in.dbCall(ctx, func(c context.Context) error {
-		tx, err = in.store.Begin(c)
+		tx, err = in.store.BeginWrite(c, accepted)
 		return err
 	})
 	return tx, err
 }
 
-func (in *Ingestor) txWrite(ctx context.Context, tx store.WriteTx, items []*item) error {
+func acceptedOf(items []*item) []passport.Accepted {
 	accepted := make([]passport.Accepted, len(items))
 	for i, it := range items {
 		accepted[i] = it.acc
 	}
-	return in.dbCall(ctx, func(c context.Context) error { return tx.Write(c, accepted) })
-}
-
-func (in *Ingestor) txCommit(ctx context.Context, tx store.WriteTx) error {
-	return in.dbCall(ctx, tx.Commit)
+	return accepted
 }
 
 // dbCall runs fn bounded by Config.WriteTimeout and registered with the
@@ -162,12 +190,6 @@ func (in *Ingestor) dbCall(ctx context.Context, fn func(context.Context) error) 
 		return fmt.Errorf("database call cut short (sent while the database did not answer; it answers again): %v", err)
 	}
 	return err
-}
-
-func (in *Ingestor) rollback(ctx context.Context, tx store.WriteTx) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
-	defer cancel()
-	_ = tx.Rollback(rctx)
 }
 
 // noteDBError reports an unavailable database at once, so the poll loop
@@ -267,22 +289,6 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 			}
 		}
 	}
-}
-
-func (in *Ingestor) writeOnce(ctx context.Context, items []*item) (err error) {
-	tx, err := in.begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			in.rollback(ctx, tx)
-		}
-	}()
-	if err := in.txWrite(ctx, tx, items); err != nil {
-		return err
-	}
-	return in.txCommit(ctx, tx)
 }
 
 func (in *Ingestor) markWritten(items []*item) {

@@ -31,46 +31,79 @@ func (s *Passports) Ping(ctx context.Context) error {
 	return s.pool.Ping(ctx)
 }
 
-// Write writes accepted in one transaction; see passportTx.Write.
+// Write writes accepted in a transaction of its own, in one round trip: the
+// statements go in one pipeline, which PostgreSQL runs as an implicit
+// transaction and commits at its end (fsync included). Nothing is left to
+// commit; on an error nothing was written, or, when the connection broke
+// after the pipeline was sent, possibly everything (writing again is
+// harmless: see [Passports.BeginWrite] for what is written).
 func (s *Passports) Write(ctx context.Context, accepted []passport.Accepted) error {
-	tx, err := s.Begin(ctx)
+	if len(accepted) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	n, err := s.queue(b, accepted)
 	if err != nil {
 		return err
 	}
-	if err := tx.Write(ctx, accepted); err != nil {
-		_ = tx.Rollback(ctx)
-		return err
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("write %d passports: %w", n, err)
 	}
-	return tx.Commit(ctx)
+	return nil
 }
 
-// WriteTx is one ingest transaction, as [Passports.Begin] returns it.
-// Begin returns this interface rather than *passportTx so that the writer
-// satisfies the ingestor's Store interface as it is, and the ingestor's
-// tests can fake a transaction.
+// WriteTx is an ingest transaction that has run its statements, as
+// [Passports.BeginWrite] returns it.
 type WriteTx interface {
-	Write(ctx context.Context, accepted []passport.Accepted) error
 	Commit(ctx context.Context) error
 	Rollback(ctx context.Context) error
 }
 
-// Begin starts a write transaction on a connection of its own. The caller
-// must end it with Commit or Rollback.
+// BeginWrite begins a transaction on a connection of its own and writes
+// accepted in it, in one round trip (the BEGIN goes in the statements'
+// pipeline). The caller must end it with Commit or Rollback; on an error
+// the transaction is already rolled back.
 //
-// Splitting Write from Commit lets the ingestor pipeline batches: the next
-// batch's statements run while this one's commit waits for its WAL flush.
-func (s *Passports) Begin(ctx context.Context) (WriteTx, error) {
-	tx, err := s.pool.Begin(ctx)
+// Splitting the statements from the commit lets the ingestor pipeline
+// batches: the next batch's statements run while this one's commit waits
+// for its WAL flush, and a batch commits only after its predecessor did.
+//
+// It upserts the passports of accepted by route_id (last write wins,
+// updated_at = statement_timestamp(), created_at kept), inserts the two
+// outbox rows of each route that has none yet, and notifies
+// [NotifyChannel].
+//
+// accepted are in input order and may name a route more than once: the
+// route's row gets the last record, while the outbox rows (inserted only
+// when absent) get the first one's events, exactly as if the records had
+// been written one transaction each.
+//
+// Rows are sent as arrays and expanded with unnest, in route_id order, so
+// that concurrent writers take row locks in the same order.
+//
+// Times are statement_timestamp(), not now(): the ingestor pipelines
+// transactions, so a later write of a route may run in a transaction that
+// started before the one that inserted it, and now() (the transaction
+// start) would then put updated_at before created_at.
+func (s *Passports) BeginWrite(ctx context.Context, accepted []passport.Accepted) (WriteTx, error) {
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	n, err := s.queue(b, accepted)
 	if err != nil {
-		return nil, fmt.Errorf("begin ingest transaction: %w", err)
+		return nil, err
 	}
-	return &passportTx{tx: tx, maxAttempts: s.maxAttempts}, nil
+	br := s.pool.SendBatch(ctx, b)
+	tx := br.Tx()
+	if err := br.Close(); err != nil {
+		_ = (&passportTx{tx: tx}).Rollback(ctx)
+		return nil, fmt.Errorf("begin and write %d passports: %w", n, err)
+	}
+	return &passportTx{tx: tx}, nil
 }
 
 // passportTx is one ingest transaction.
 type passportTx struct {
-	tx          pgx.Tx
-	maxAttempts int
+	tx pgx.Tx
 }
 
 // Commit commits the transaction.
@@ -81,36 +114,26 @@ func (t *passportTx) Commit(ctx context.Context) error {
 	return nil
 }
 
-// Rollback abandons the transaction; it is safe to call after Commit.
+// rollbackTimeout bounds a rollback: on a broken connection it fails fast
+// anyway, and the server ends the transaction when the connection closes.
+const rollbackTimeout = 5 * time.Second
+
+// Rollback abandons the transaction; it is safe to call after Commit. It
+// runs even when ctx has ended (a write cut short by its deadline must
+// still give its connection back clean), for at most rollbackTimeout.
 func (t *passportTx) Rollback(ctx context.Context) error {
-	err := t.tx.Rollback(ctx)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	err := t.tx.Rollback(rctx)
 	if err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 		return fmt.Errorf("rollback ingest transaction: %w", err)
 	}
 	return nil
 }
 
-// Write upserts the passports of accepted by route_id (last write wins,
-// updated_at = statement_timestamp(), created_at kept), inserts the two outbox rows of each
-// route that has none yet, and notifies [NotifyChannel], all in one round
-// trip.
-//
-// accepted are in input order and may name a route more than once: the
-// route's row gets the last record, while the outbox rows (inserted only
-// when absent) get the first one's events, exactly as if the records had been written one
-// transaction each.
-//
-// Rows are sent as arrays and expanded with unnest, in route_id order, so
-// that concurrent writers take row locks in the same order.
-//
-// Times are statement_timestamp(), not now(): the ingestor pipelines
-// transactions, so a later write of a route may run in a transaction that
-// started before the one that inserted it, and now() (the transaction
-// start) would then put updated_at before created_at.
-func (t *passportTx) Write(ctx context.Context, accepted []passport.Accepted) error {
-	if len(accepted) == 0 {
-		return nil
-	}
+// queue queues the statements that write accepted (see
+// [Passports.BeginWrite]) on b and returns how many routes they write.
+func (s *Passports) queue(b *pgx.Batch, accepted []passport.Accepted) (int, error) {
 	first := make(map[string]int, len(accepted))
 	last := make(map[string]int, len(accepted))
 	order := make([]string, 0, len(accepted))
@@ -127,21 +150,18 @@ func (t *passportTx) Write(ctx context.Context, accepted []passport.Accepted) er
 	or := newOutboxRows(2 * len(order))
 	for _, id := range order {
 		if err := pr.add(&accepted[last[id]]); err != nil {
-			return err
+			return 0, err
 		}
 		if err := or.add(accepted[first[id]].Events); err != nil {
-			return err
+			return 0, err
 		}
 	}
-
-	b := &pgx.Batch{}
-	b.Queue(upsertPassportsSQL, pr.args()...)
-	b.Queue(insertOutboxSQL, append(or.args(), t.maxAttempts)...)
-	b.Queue(notifySQL, NotifyChannel)
-	if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("write %d passports: %w", len(order), err)
+	if len(order) > 0 {
+		b.Queue(upsertPassportsSQL, pr.args()...)
+		b.Queue(insertOutboxSQL, append(or.args(), s.maxAttempts)...)
+		b.Queue(notifySQL, NotifyChannel)
 	}
-	return nil
+	return len(order), nil
 }
 
 const upsertPassportsSQL = `

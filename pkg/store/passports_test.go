@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,36 +123,77 @@ func TestPassportsWrite(t *testing.T) {
 	})
 }
 
-// A pipelined writer may update a route in a transaction that began before
-// the one that inserted it; updated_at must still not precede created_at.
-func TestPassportsUpdatedAtAfterInsertOfLaterTransaction(t *testing.T) {
+// A pipelined writer's later batch may run its statements while the batch
+// that inserts the route has not committed yet: it waits for that commit,
+// then updates the route, and updated_at must not precede created_at.
+func TestPassportsBeginWriteQueuesBehindUncommittedInsert(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := testenv.Pool(t)
 	s := store.NewPassports(pool, 3)
 	id := uuid.NewString()
 
-	older, err := s.Begin(ctx) // begins first, writes last
+	first, err := s.BeginWrite(ctx, []passport.Accepted{passportRecord(t, id, "insert", "t1", 1)})
 	require.NoError(t, err)
-	defer func() { _ = older.Rollback(ctx) }()
-	// now() of older is its BEGIN time, before the insert below.
-	time.Sleep(20 * time.Millisecond)
+	defer func() { _ = first.Rollback(ctx) }()
 
-	require.NoError(t, s.Write(ctx, []passport.Accepted{passportRecord(t, id, "insert", "t1", 1)}))
-	var created1, updated1 time.Time
-	require.NoError(t, pool.QueryRow(ctx, "select created_at, updated_at from route_passports where route_id = $1", id).Scan(&created1, &updated1))
-	require.Equal(t, created1, updated1, "an insert sets both to the same time")
-
-	time.Sleep(20 * time.Millisecond)
-	require.NoError(t, older.Write(ctx, []passport.Accepted{passportRecord(t, id, "update", "t2", 2)}))
-	require.NoError(t, older.Commit(ctx))
+	second := make(chan error, 1)
+	go func() {
+		tx, err := s.BeginWrite(ctx, []passport.Accepted{passportRecord(t, id, "update", "t2", 2)})
+		if err == nil {
+			err = tx.Commit(ctx)
+		}
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		t.Fatalf("the second write finished (%v) while the insert of its route was not committed", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	require.NoError(t, first.Commit(ctx))
+	select {
+	case err := <-second:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second write did not finish after the insert committed")
+	}
 
 	var name string
-	var created2, updated2 time.Time
-	require.NoError(t, pool.QueryRow(ctx, "select route_name_full, created_at, updated_at from route_passports where route_id = $1", id).Scan(&name, &created2, &updated2))
+	var created, updated time.Time
+	require.NoError(t, pool.QueryRow(ctx, "select route_name_full, created_at, updated_at from route_passports where route_id = $1", id).Scan(&name, &created, &updated))
 	require.Equal(t, "update", name)
-	require.Equal(t, created1, created2, "created_at is kept")
-	require.True(t, updated2.After(created2), "updated_at %s moves past created_at %s", updated2, created2)
+	require.True(t, updated.After(created), "updated_at %s moves past created_at %s", updated, created)
+	var outbox int
+	require.NoError(t, pool.QueryRow(ctx, "select count(*) from route_passport_outbox where route_id = $1", id).Scan(&outbox))
+	require.Equal(t, 2, outbox, "the outbox rows are the first record's, once")
+}
+
+// Write is one implicit transaction: a statement that fails leaves nothing
+// of the others behind.
+func TestPassportsWriteIsAtomic(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testenv.Pool(t)
+	s := store.NewPassports(pool, 3)
+	good := uuid.NewString()
+	ok := passportRecord(t, good, "good", "t1", 1)
+	broken := passportRecord(t, good, "good", "t1", 1)
+	// The upsert runs; the outbox insert then fails on the server (its
+	// foreign key names no passport).
+	broken.Events = slices.Clone(broken.Events)
+	broken.Events[1].RouteID = uuid.NewString()
+
+	err := s.Write(ctx, []passport.Accepted{broken})
+	require.ErrorContains(t, err, "route_passport_outbox_route_id_fkey")
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, "select count(*) from route_passports where route_id = $1", good).Scan(&n))
+	require.Zero(t, n, "the passport upserted by the failed write is not kept")
+	require.NoError(t, pool.QueryRow(ctx, "select count(*) from route_passport_outbox where route_id = $1", good).Scan(&n))
+	require.Zero(t, n, "no outbox row of the failed write is kept")
+
+	require.NoError(t, s.Write(ctx, []passport.Accepted{ok}))
+	require.NoError(t, pool.QueryRow(ctx, "select count(*) from route_passports where route_id = $1", good).Scan(&n))
+	require.Equal(t, 1, n, "the connection is usable after the failed write")
 }
 
 func TestOpenSetsConnectTimeout(t *testing.T) {
