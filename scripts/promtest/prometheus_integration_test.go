@@ -20,6 +20,12 @@ import (
 // report not ready while the database is gone.
 var outageAlerts = []string{"PcpIngestorNotReady", "PcpOutboxRelayNotReady"}
 
+// staleGaugesAlert watches the relay's pending-gauge refresh; thresholdRE
+// cuts its comparison off, leaving the age it compares.
+const staleGaugesAlert = "PcpOutboxPendingGaugesStale"
+
+var thresholdRE = regexp.MustCompile(`\s*>\s*[0-9.]+\s*$`)
+
 // TestPrometheusSeesTheService runs both binaries under a real Prometheus
 // that scrapes them as the chart's ServiceMonitor would and evaluates the
 // chart's rules: every rule loads and evaluates without error, the
@@ -99,6 +105,23 @@ func TestPrometheusSeesTheService(t *testing.T) {
 			if res, err := prom.query(exprs[a]); err != nil || len(res) != 0 {
 				return a + " expression while healthy: " + describe(res, err)
 			}
+		}
+		// The stale-gauge alert is false because the relay refreshes, not
+		// because its selector matches nothing: without its threshold the
+		// same expression must find the relay's pod.
+		stale := exprs[staleGaugesAlert]
+		if stale == "" {
+			return "no rule " + staleGaugesAlert
+		}
+		if res, err := prom.query(stale); err != nil || len(res) != 0 {
+			return staleGaugesAlert + " expression while healthy: " + describe(res, err)
+		}
+		age := thresholdRE.ReplaceAllString(stale, "")
+		if age == stale {
+			return staleGaugesAlert + " expression has no trailing threshold: " + stale
+		}
+		if res, err := prom.query(age); err != nil || len(res) != 1 || number(res[0]) > 30 {
+			return "seconds since the relay refreshed its pending gauges (" + age + "): " + describe(res, err)
 		}
 		res, err = prom.query(`min(route_passport_ingest_ready) + min(route_passport_outbox_relay_ready)`)
 		if err != nil || len(res) != 1 || res[0].Value[1] != "2" {
