@@ -8,9 +8,10 @@
 // polls, groups records into batches (up to Config.BatchSize records and
 // Config.BatchBytes bytes; by default, Config.BatchMaxWait 0, whatever has
 // arrived when a pipeline slot is free and the batch ahead is committing,
-// so batches grow with the load and an idle record waits for nothing), hands each batch to a batch goroutine, takes the batch's result
-// back, and commits. Rebalance callbacks run inside Poll on that same
-// goroutine, so a commit can never race a revocation.
+// so batches grow with the load and an idle record waits for nothing),
+// hands each batch to a batch goroutine, takes the batch's result back, and
+// commits. Rebalance callbacks run inside Poll on that same goroutine, so a
+// commit can never race a revocation.
 //
 // # Pipeline
 //

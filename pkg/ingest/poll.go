@@ -119,12 +119,7 @@ func (in *Ingestor) held() bool {
 	if in.last == nil || in.batchFull() {
 		return false
 	}
-	select {
-	case <-in.last.committing:
-		return false
-	default:
-		return true
-	}
+	return !closed(in.last.committing)
 }
 
 // dispatch starts batches while there are slots and due batches.
