@@ -44,13 +44,12 @@ type Config struct {
 	// Pipeline is how many batches may be in flight: 2 or 1 (strictly
 	// sequential writes).
 	Pipeline int
-	// WriteTimeout bounds each database call of a write attempt (the
-	// statements, with the commit or with BEGIN, and a separate commit; not
-	// the wait for the predecessor batch)
-	// (INGEST_DB_TIMEOUT); a call that times out is retried, never a
-	// refusal of the records, and counts as the database being unavailable
-	// only if a ping then fails. 0 (the default): [DBTimeoutFor] the batch
-	// size.
+	// WriteTimeout (INGEST_DB_TIMEOUT) bounds a write attempt's statements
+	// and its commit, each; a call that carries both gets twice it (not the
+	// wait for the predecessor batch). A call that times out is retried,
+	// never a refusal of the records, and counts as the database being
+	// unavailable only if a ping then fails. 0 (the default):
+	// [DBTimeoutFor] the batch size.
 	WriteTimeout time.Duration
 	// CommitTimeout bounds the wait for the synchronous offset commit on
 	// revocation and on shutdown.

@@ -68,8 +68,9 @@
 //     stopped (polled records are kept in memory; none is skipped). A
 //     successful ping does not end such an outage while a batch is still
 //     retrying (the server may answer and refuse writes); a span that keeps
-//     failing while pings succeed is split in halves. Each database call
-//     of a write is bounded by Config.WriteTimeout (INGEST_DB_TIMEOUT); a
+//     failing while pings succeed is split in halves. A write's statements
+//     and its commit are each bounded by Config.WriteTimeout
+//     (INGEST_DB_TIMEOUT; a call carrying both gets twice it); a
 //     timeout is never a rejection, and an outage only when the server
 //     then fails a ping (a slow database is retried, not paused for; a
 //     write stuck behind a table lock or an idle transaction is found by

@@ -244,8 +244,9 @@ func TestFrozenDLQBrokerRecoversWithinSeconds(t *testing.T) {
 }
 
 // A database that answers but is slower than INGEST_DB_TIMEOUT for a whole
-// batch (a trigger sleeps 40 ms per passport; the bound is 1 s, so 50
-// passports take 2 s) is slow, not down: /readyz stays 200 throughout,
+// batch (a trigger sleeps 40 ms per passport; INGEST_DB_TIMEOUT is 500 ms,
+// so a write of statements and commit is bounded by 1 s, and 50 passports
+// take 2 s) is slow, not down: /readyz stays 200 throughout,
 // the batch is retried in halves until they fit, and nothing is
 // dead-lettered. With every timeout taken as an outage, /readyz went
 // non-200 at the first one.
@@ -254,7 +255,7 @@ func TestSlowWriteIsNotAnOutage(t *testing.T) {
 	b := setup(t, 1, "")
 	ctx := context.Background()
 	admin := adminConn(t, b.dbURL)
-	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = time.Second })
+	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = 500 * time.Millisecond })
 
 	all, _ := b.warmUp(t, r, 1)
 

@@ -132,7 +132,7 @@ func (in *Ingestor) writeFast(ctx context.Context, b *batch, valid []*item) (err
 	if prev.fastFailed {
 		return errPredecessorFailed
 	}
-	if err := in.dbCall(ctx, tx.Commit); err != nil {
+	if err := in.dbCall(ctx, in.cfg.WriteTimeout, tx.Commit); err != nil {
 		in.noteDBError(ctx, err)
 		return err
 	}
@@ -151,17 +151,24 @@ func closed(ch <-chan struct{}) bool {
 }
 
 // writeOnce writes items in a transaction of its own and commits it, in one
-// database call.
+// database call. The call carries the statements and the commit, so it gets
+// a bound for each (onceTimeout).
 func (in *Ingestor) writeOnce(ctx context.Context, items []*item) error {
 	accepted := acceptedOf(items)
-	return in.dbCall(ctx, func(c context.Context) error { return in.store.Write(c, accepted) })
+	return in.dbCall(ctx, in.onceTimeout(), func(c context.Context) error { return in.store.Write(c, accepted) })
 }
+
+// onceTimeout bounds a write's statements and commit sent together: a
+// WriteTimeout for each, what they had as two calls. With one, a write
+// that fits its statement bound but commits slowly (a freshly promoted
+// primary writing full pages) would time out and be retried for nothing.
+func (in *Ingestor) onceTimeout() time.Duration { return 2 * in.cfg.WriteTimeout }
 
 // beginWrite begins a transaction and runs items' statements in it, in one
 // database call; the commit is the caller's.
 func (in *Ingestor) beginWrite(ctx context.Context, items []*item) (tx store.WriteTx, err error) {
 	accepted := acceptedOf(items)
-	err = in.dbCall(ctx, func(c context.Context) error {
+	err = in.dbCall(ctx, in.cfg.WriteTimeout, func(c context.Context) error {
 		tx, err = in.store.BeginWrite(c, accepted)
 		return err
 	})
@@ -176,13 +183,13 @@ func acceptedOf(items []*item) []passport.Accepted {
 	return accepted
 }
 
-// dbCall runs fn bounded by Config.WriteTimeout and registered with the
+// dbCall runs fn bounded by bound and registered with the
 // database's call watch, so that a hung call shows in /readyz before its
 // timeout and is cut short when the database answers again (see watch). A
 // call cut so fails as unavailable, not as cancelled: the write is retried
 // at once instead of abandoned.
-func (in *Ingestor) dbCall(ctx context.Context, fn func(context.Context) error) error {
-	cctx, cancel := context.WithTimeout(ctx, in.cfg.WriteTimeout)
+func (in *Ingestor) dbCall(ctx context.Context, bound time.Duration, fn func(context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	id := in.dbHealth.calls.start(cancel)
 	err := fn(cctx)
@@ -272,7 +279,7 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 			slow := in.slow(ctx, err)
 			if slow {
 				in.logger.WarnContext(ctx, "a write ran out of its time bound while the database answers; retrying",
-					"records", len(span), "bound", in.cfg.WriteTimeout, "attempt", unavailable+1)
+					"records", len(span), "bound", in.onceTimeout(), "attempt", unavailable+1)
 			} else {
 				in.dbHealth.fail(ctx, err)
 			}
