@@ -31,6 +31,9 @@ type BrokerOptions struct {
 	// Output receives the broker's log (default: a file in a temporary
 	// directory, printed when it fails to start).
 	Output io.Writer
+	// Retention drops records older than it (devbroker -retention; 0, the
+	// default: keep everything).
+	Retention time.Duration
 }
 
 // BrokerProcess is a Kafka broker of its own (scripts/devbroker, kfake in a
@@ -89,6 +92,9 @@ func StartBrokerProcess(opts BrokerOptions) (*BrokerProcess, error) {
 	args := []string{"-addr", cmp.Or(opts.Addr, "127.0.0.1:0"), "-partitions", strconv.Itoa(cmp.Or(opts.Partitions, DefaultPartitions)), "-ready-file", ready}
 	if len(opts.Topics) > 0 {
 		args = append(args, "-topics", strings.Join(opts.Topics, ","))
+	}
+	if opts.Retention > 0 {
+		args = append(args, "-retention", opts.Retention.String())
 	}
 	b.proc, err = StartProcess(ProcessSpec{Name: "devbroker", Path: bin, Args: args, Env: os.Environ(), Output: out})
 	if err != nil {

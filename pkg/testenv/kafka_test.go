@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pcp/route-processing/pkg/testenv"
@@ -133,4 +134,39 @@ func TestBrokerProcessPauseResume(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"before", "after"}, values)
+}
+
+// With Retention, the broker drops records older than it (offsets go on);
+// without it, a long soak would keep every record in the broker's memory.
+func TestBrokerProcessRetention(t *testing.T) {
+	t.Parallel()
+	b := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 1, Topics: []string{"kept"}, Retention: 2 * time.Second})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	require.NoError(t, err)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	logStart := func() int64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		offs, err := adm.ListStartOffsets(ctx, "kept")
+		require.NoError(t, err)
+		o, ok := offs.Lookup("kept", 0)
+		require.True(t, ok)
+		require.NoError(t, o.Err)
+		return o.Offset
+	}
+
+	old := testenv.ProducePartition(t, b.Addr(), "kept", 0, testenv.Record{Value: []byte("old")})
+	require.Equal(t, int64(0), old[0].Offset)
+	require.Equal(t, int64(0), logStart(), "a record younger than the retention is kept")
+	start := time.Now()
+	require.Eventually(t, func() bool { return logStart() == 1 }, 20*time.Second, 250*time.Millisecond,
+		"a record older than the retention (2s) is dropped")
+	t.Logf("dropped %s after it was produced", time.Since(start).Round(100*time.Millisecond))
+
+	next := testenv.ProducePartition(t, b.Addr(), "kept", 0, testenv.Record{Value: []byte("new")})
+	require.Equal(t, int64(1), next[0].Offset, "offsets go on after the drop")
+	got := testenv.ReadAll(t, b.Addr(), "kept")
+	require.Len(t, got, 1)
+	require.Equal(t, "new", string(got[0].Value))
 }

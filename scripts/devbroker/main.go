@@ -10,8 +10,15 @@
 //
 //	devbroker -addr 127.0.0.1:9092 -partitions 3 -topics a,b -ready-file /tmp/ready
 //
+// -retention drops records older than it, as a real broker's retention.ms
+// does (checked every tenth of it, at most every minute); without it
+// everything is kept, and a long soak grows the broker's memory with every
+// record it ever took. A consumer that falls behind it loses what was
+// dropped, as it would on a real broker.
+//
 // Every flag may also come from the environment: DEVBROKER_ADDR,
-// DEVBROKER_PARTITIONS, DEVBROKER_TOPICS, DEVBROKER_READY_FILE. The broker
+// DEVBROKER_PARTITIONS, DEVBROKER_TOPICS, DEVBROKER_READY_FILE,
+// DEVBROKER_RETENTION. The broker
 // advertises the address it listens on, so listen on the address clients
 // dial (127.0.0.1 by default, not a wildcard).
 package main
@@ -29,6 +36,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -48,8 +56,19 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	partitions := fs.Int("partitions", envInt(getenv, "DEVBROKER_PARTITIONS", 3), "partitions of auto-created and -topics topics")
 	topics := fs.String("topics", getenv("DEVBROKER_TOPICS"), "comma-separated topics to create at start")
 	readyFile := fs.String("ready-file", getenv("DEVBROKER_READY_FILE"), "write the listen address to this file once listening")
+	retention := fs.Duration("retention", 0, "drop records older than this (0: keep everything); also DEVBROKER_RETENTION")
+	if v := getenv("DEVBROKER_RETENTION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("DEVBROKER_RETENTION %q: %w", v, err)
+		}
+		*retention = d
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *retention < 0 {
+		return errors.New("-retention must not be negative")
 	}
 	host, portStr, err := net.SplitHostPort(*addr)
 	if err != nil {
@@ -85,6 +104,11 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if len(seed) > 0 {
 		opts = append(opts, kfake.SeedTopics(int32(*partitions), seed...))
 	}
+	if *retention > 0 {
+		opts = append(opts, kfake.BrokerConfigs(map[string]string{
+			"log.retention.ms": strconv.FormatInt(retention.Milliseconds(), 10),
+		}))
+	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return fmt.Errorf("start broker: %w", err)
@@ -102,9 +126,28 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 			return fmt.Errorf("ready file: %w", err)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "devbroker: listening on %s (pid %d, partitions %d, topics %q)\n", listen, os.Getpid(), *partitions, seed)
+	fmt.Fprintf(os.Stderr, "devbroker: listening on %s (pid %d, partitions %d, topics %q, retention %s)\n", listen, os.Getpid(), *partitions, seed, *retention)
+	if *retention > 0 {
+		go applyRetention(ctx, c, min(*retention/10, time.Minute))
+	}
 	<-ctx.Done()
 	return nil
+}
+
+// applyRetention drops expired records every interval until ctx ends: kfake
+// applies retention.ms only when asked to (or on a ticker it starts for
+// topics that set it themselves, which auto-created topics do not).
+func applyRetention(ctx context.Context, c *kfake.Cluster, interval time.Duration) {
+	t := time.NewTicker(max(interval, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.ApplyRetention()
+		}
+	}
 }
 
 func envInt(getenv func(string) string, key string, def int) int {
