@@ -20,6 +20,9 @@ trap 'rm -rf "$tmp"' EXIT
 # progress streams as it goes.
 go build -o "$tmp/" ./scripts/soak
 minutes="${SOAK_MINUTES:-30}"
+# The dev broker keeps every record in memory unless told otherwise: an
+# hour of input and events at the default rate is a few GB.
+export DEVBROKER_RETENTION="${DEVBROKER_RETENTION:-1h}"
 timeout=$(awk -v m="$minutes" 'BEGIN { printf "%dm", m + 30 }')
 large=false
 # The 20 M-row build alone took 14 minutes on a busy 2-core machine.

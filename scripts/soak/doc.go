@@ -38,8 +38,11 @@
 // centred in the run), SOAK_REPORT (soak-report.md at the repository top;
 // the CSV and chart are written next to it), SOAK_RELAY_ENV (extra
 // space-separated NAME=value settings for the relay), SOAK_PG_SETTINGS
-// (space-separated name=value server settings, e.g. autovacuum_naptime=10s).
-// make soak-large: SOAK_LARGE_ROWS (20,000,000), SOAK_LARGE_BACKLOG
+// (space-separated name=value server settings, e.g. autovacuum_naptime=10s),
+// DEVBROKER_RETENTION (make soak: 1h; the dev broker drops records older
+// than it, so that an hours-long soak does not hold every record in its
+// memory; an input lag older than it would lose input, as on a real
+// broker). make soak-large: SOAK_LARGE_ROWS (20,000,000), SOAK_LARGE_BACKLOG
 // (200,000), SOAK_LARGE_RUNS (4: one run's spread on a shared 2-core
 // machine exceeded the 10 % being tested with 2).
 package main

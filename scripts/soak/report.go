@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/csv"
 	"fmt"
 	"math"
@@ -158,7 +159,7 @@ func reportText(r *run, v []target, csvName, pngName string) string {
 	}
 	b.WriteString("\nThe large retained outbox (20 M PUBLISHED rows: relay throughput, claim time, the retention sweep's delete rate and WAL) is measured by `make soak-large`: [soak-large-report.md](soak-large-report.md). Sizing: [docs/capacity.md](docs/capacity.md).\n")
 	b.WriteString("\n## How the figures are taken\n\n")
-	b.WriteString("- Both binaries run as processes (bin/ingestor, bin/outbox-relay, default settings unless stated) against a throwaway PostgreSQL cluster (fsync, synchronous_commit and full_page_writes on, default autovacuum, `pg_stat_statements` loaded) and the dev broker (kfake in a child process). The soak's own producer (passportgen, a realistic mix), consumer and sampler run in the soak program on the same machine.\n")
+	b.WriteString("- Both binaries run as processes (bin/ingestor, bin/outbox-relay, default settings unless stated) against a throwaway PostgreSQL cluster (fsync, synchronous_commit and full_page_writes on, default autovacuum, `pg_stat_statements` loaded) and the dev broker (kfake in a child process; records older than DEVBROKER_RETENTION=" + cmp.Or(os.Getenv("DEVBROKER_RETENTION"), "0 (kept)") + " dropped). The soak's own producer (passportgen, a realistic mix), consumer and sampler run in the soak program on the same machine.\n")
 	b.WriteString("- Latency: receive time of each output record − send time of its passport; percentiles from 2 %-wide histogram buckets (so a figure is the bucket's upper bound, within 2 %).\n")
 	b.WriteString("- Sizes: `pg_relation_size` (heap), `pg_indexes_size`, `pg_total_relation_size` of the TOAST table; tuples and autovacuum runs from `pg_stat_all_tables`; WAL from `pg_current_wal_lsn()`; pending and oldest from the PENDING rows (SQL), or from the relay's gauges of the same figures when that count timed out (the CSV's `pending_from`); claim time = mean execution time of the claim statement in `pg_stat_statements` over the window; CPU from /proc (PostgreSQL = postmaster, its live children and its reaped children).\n")
 	b.WriteString("- The machine is shared; its busy share is in the column before last (the rest are other processes, including the soak's own producer and consumer), and the last is the share the host gave to other tenants while this machine wanted to run (steal time), which slows every process alike and shows in no process's CPU.\n")
