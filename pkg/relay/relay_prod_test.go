@@ -309,14 +309,16 @@ for each row execute function slow_claim()`)
 
 // A claim slower than DBTimeout on a database that answers (a trigger
 // sleeps 10 ms for each row a claim leases; 300 rows take 3 s against a
-// 1 s DBTimeout) runs on: /readyz stays 200 and every row is published.
+// 2 s DBTimeout) runs on: /readyz stays 200 and every row is published.
 // Cut at DBTimeout, as claims were, it failed every time, so the relay
-// published nothing and reported "postgres" not ready.
+// published nothing and reported "postgres" not ready. DBTimeout is 2 s,
+// not 1 s: the watch's probe (two queries) has DBTimeout/2, and under make
+// test's load 500 ms was once too little for it (123 of 136 polls non-200).
 func TestRelaySlowClaimRunsOn(t *testing.T) {
 	t.Parallel()
 	b := setup(t, testenv.KafkaBootstrap(t))
 	topic := testenv.Topic(t, "slow-claim", 1)
-	rr := b.start(t, relay.Config{PollInterval: 100 * time.Millisecond, DBTimeout: time.Second, BatchSize: 300, Workers: 1})
+	rr := b.start(t, relay.Config{PollInterval: 100 * time.Millisecond, DBTimeout: 2 * time.Second, BatchSize: 300, Workers: 1})
 	relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic})
 	eventually(t, 15*time.Second, "first row published", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 1 })
 	eventually(t, 5*time.Second, "/readyz 200", func() bool { return rr.readyz(t) == http.StatusOK })
@@ -337,7 +339,7 @@ func TestRelaySlowClaimRunsOn(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("figures: slow claim (300 rows × 10 ms, DBTimeout 1s): published in %.2fs; %d of %d readiness polls non-200", time.Since(start).Seconds(), notReady, polls)
+	t.Logf("figures: slow claim (300 rows × 10 ms, DBTimeout 2s): published in %.2fs; %d of %d readiness polls non-200", time.Since(start).Seconds(), notReady, polls)
 	require.Greater(t, polls, 20, "the claim was slow (a poll every 50 ms)")
 	require.Zero(t, notReady, "a slow claim is not an outage")
 }
