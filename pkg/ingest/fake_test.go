@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -529,6 +531,50 @@ func TestFakeSplitSpanTheDatabaseKeepsFailing(t *testing.T) {
 	require.Eventually(t, func() bool { return s.routes() == 40 }, 20*time.Second, 10*time.Millisecond)
 	require.Eventually(t, func() bool { return r.ready.Check() == nil }, 10*time.Second, 10*time.Millisecond)
 	require.Eventually(t, func() bool { return c.committedAt(0) == 40 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// Failures of a span while the database is down are the outage's, not the
+// span's: they do not count toward splitting it. At a failover the write
+// fails while the primary is gone, and once more as the promoted standby
+// starts answering; the span goes through whole, and nothing says the
+// database "keeps failing a write". (It did, and split the span, when every
+// failure in a row counted as soon as a ping succeeded.)
+func TestFakeOutageFailuresDoNotSplitASpan(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	c.add(0, values(t, 10)...)
+	s := newFakeStore()
+	var down atomic.Bool
+	down.Store(true)
+	var whileDown, afterUp atomic.Int32
+	errDown := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	s.setPingFail(func() error {
+		if down.Load() {
+			return errDown
+		}
+		return nil
+	})
+	s.setFail(func([]passport.Accepted) error {
+		if down.Load() {
+			whileDown.Add(1)
+			return errDown
+		}
+		if afterUp.Add(1) == 1 {
+			return &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+		}
+		return nil
+	})
+	r := startFake(t, c, s, &fakeDLQ{}, func(cfg *ingest.Config) { cfg.BatchSize = 10 })
+	require.Eventually(t, func() bool { return whileDown.Load() >= 3 }, 10*time.Second, 5*time.Millisecond)
+	down.Store(false)
+	require.Eventually(t, func() bool { return s.routes() == 10 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return c.committedAt(0) == 10 }, 10*time.Second, 10*time.Millisecond)
+	s.mu.Lock()
+	counts := append([]int(nil), s.counts...)
+	s.mu.Unlock()
+	require.GreaterOrEqual(t, afterUp.Load(), int32(2), "a write failed after the database came back")
+	require.Equal(t, []int{10}, counts, "the span is written whole")
+	require.Zero(t, r.logs.count("splitting"))
 }
 
 // A failing offset commit is retried with backoff, not on every loop pass,

@@ -229,7 +229,7 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 	bo := backoff.New(in.cfg.MinBackoff, in.cfg.MaxBackoff)        // database unavailable
 	refusedBo := backoff.New(in.cfg.MinBackoff, in.cfg.MaxBackoff) // one record refused
 	refused := map[*item]int{}
-	unavailable := 0 // failures in a row of queue[0] as unavailable
+	unavailable := 0 // failures in a row of queue[0] as unavailable while the database answers
 	for len(queue) > 0 {
 		span := in.ownedItems(queue[0])
 		if len(span) == 0 {
@@ -283,8 +283,16 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 			} else {
 				in.dbHealth.fail(ctx, err)
 			}
-			unavailable++
-			if len(span) > 1 && unavailable >= splitAfterFailures && (slow || in.pings(ctx)) {
+			// A failure while the database does not answer is the
+			// outage's, not the span's: at a failover the span fails
+			// while the primary is gone and once more as the standby
+			// takes over, and must not be split for that.
+			if slow || in.pings(ctx) {
+				unavailable++
+			} else {
+				unavailable = 0
+			}
+			if len(span) > 1 && unavailable >= splitAfterFailures {
 				in.logger.WarnContext(ctx, "the database answers but keeps failing a write; splitting it",
 					"records", len(span), "attempts", unavailable, "err", err)
 				queue = append(halves(span), queue[1:]...)
