@@ -286,8 +286,10 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 			// A failure while the database does not answer is the
 			// outage's, not the span's: at a failover the span fails
 			// while the primary is gone and once more as the standby
-			// takes over, and must not be split for that.
-			if slow || in.pings(ctx) {
+			// takes over, and must not be split for that. After a
+			// timeout slow has already pinged; ping only after others.
+			answers := slow || (!errors.Is(err, context.DeadlineExceeded) && in.pings(ctx))
+			if answers {
 				unavailable++
 			} else {
 				unavailable = 0
