@@ -8,6 +8,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
 
@@ -26,7 +27,7 @@ func TestConfluentClientsOnSharedBroker(t *testing.T) {
 		"enable.idempotence": true,
 		"acks":               "all",
 		"linger.ms":          5,
-		"compression.type":   "lz4",
+		"compression.type":   kafkax.Compression,
 		"message.timeout.ms": 30000,
 	})
 	require.NoError(t, err)

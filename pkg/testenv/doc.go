@@ -71,9 +71,10 @@
 // librdkafka (confluent-kafka-go v2.11) works against kfake with no special
 // option: TestConfluentClientsOnSharedBroker produces with
 // enable.idempotence=true and acks=all (InitProducerId, idempotent
-// sequences), lz4-compressed, with headers, consumes in a consumer group
-// (classic protocol: JoinGroup, SyncGroup, LeaveGroup on Close) with
-// manual CommitOffsets, and reads the commits back with kadm. kfake also
+// sequences), compressed as pkg/kafkax's producers compress, with
+// headers, consumes in a consumer group (classic protocol: JoinGroup,
+// SyncGroup, LeaveGroup on Close) with manual CommitOffsets, and reads the
+// commits back with kadm. kfake also
 // answers librdkafka's KIP-714 telemetry requests, which is why librdkafka
 // logs a "Telemetry client instance id changed" line at info level.
 //

@@ -51,7 +51,7 @@ func (b *bench) outputConsumer(topics ...string) (*kgo.Client, error) {
 }
 
 // relayProducer is a producer with the relay's settings (pkg/kafkax:
-// idempotent, acks=all, in-flight 5, lz4, batch.num.messages 10000; the
+// idempotent, acks=all, in-flight 5, kafkax.Compression, batch.num.messages 10000; the
 // relay's Kafka properties from its environment; linger.ms
 // relayProducerLinger).
 func (b *bench) relayProducer(clientID string) (*kafkax.Producer, error) {
@@ -97,8 +97,8 @@ func clientSettings() []string {
 	return []string{
 		"**ingest**: the input topic is pre-filled before any timing (pkg/e2e's franz-go producer, linger.ms 2, idempotent, acks=all); the ingestor's own consumer reads it.",
 		fmt.Sprintf("**latency** and **floor**: input producer franz-go, linger.ms 0, idempotent, acks=all (franz-go defaults), max 20,000 buffered records; output consumer franz-go without a group, fetch.wait.max.ms %d (franz-go's minimum), fetch.min.bytes 1, from the start of the output topics.", benchFetchMaxWait.Milliseconds()),
-		fmt.Sprintf("**floor** middle (standing in for both binaries): consumer pkg/kafkax with the ingestor's properties (librdkafka: fetch.wait.max.ms 500, fetch.min.bytes 1, cooperative-sticky group); producer pkg/kafkax with the relay's properties (idempotent, acks=all, max.in.flight 5, lz4, linger.ms %d); it forwards what it has polled at once, two records per input record (one per output topic), one ProduceBatch per poll drain.", l),
-		fmt.Sprintf("**relay ceiling**: pkg/kafkax producer with the relay's properties (idempotent, acks=all, max.in.flight 5, lz4, batch.num.messages 10,000, linger.ms %d), the same payloads, keys, headers and topics as the outbox rows.", l),
+		fmt.Sprintf("**floor** middle (standing in for both binaries): consumer pkg/kafkax with the ingestor's properties (librdkafka: fetch.wait.max.ms 500, fetch.min.bytes 1, cooperative-sticky group); producer pkg/kafkax with the relay's properties (idempotent, acks=all, max.in.flight 5, %s, linger.ms %d); it forwards what it has polled at once, two records per input record (one per output topic), one ProduceBatch per poll drain.", kafkax.Compression, l),
+		fmt.Sprintf("**relay ceiling**: pkg/kafkax producer with the relay's properties (idempotent, acks=all, max.in.flight 5, %s, batch.num.messages 10,000, linger.ms %d), the same payloads, keys, headers and topics as the outbox rows.", kafkax.Compression, l),
 		"**ingest ceiling**: no Kafka; pgx connections to the same cluster (fsync, synchronous_commit, full_page_writes on).",
 	}
 }
