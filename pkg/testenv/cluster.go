@@ -252,11 +252,56 @@ func startCluster(bins *pgBinaries, opts PostgresOptions) (*PostgresCluster, err
 	if err := appendConf(filepath.Join(c.dataDir, "postgresql.conf"), settings); err != nil {
 		return nil, err
 	}
-	if err := c.start(); err != nil {
+	start := c.start
+	if opts.Port == 0 {
+		start = c.startOnFreePort
+	}
+	if err := start(); err != nil {
 		return nil, err
 	}
 	ok = true
 	return c, nil
+}
+
+// startOnFreePort starts a cluster being built on the port freePort gave
+// it, or on another when that one was taken meanwhile: the port was free
+// when picked, but another process's outgoing connection may take it (it
+// is from the same ephemeral range) before the server binds it. Seen in
+// make test: "could not bind IPv4 address "127.0.0.1": Address already in
+// use".
+func (c *PostgresCluster) startOnFreePort() error {
+	for attempt := 1; ; attempt++ {
+		logged := logSize(c.logFile)
+		err := c.start()
+		if err == nil || attempt == 3 || !strings.Contains(c.logSince(logged), "Address already in use") {
+			return err
+		}
+		if c.port, err = freePort(); err != nil {
+			return err
+		}
+		// A later line of postgresql.conf wins.
+		if err := appendConf(filepath.Join(c.dataDir, "postgresql.conf"), map[string]string{"port": strconv.Itoa(c.port)}); err != nil {
+			return err
+		}
+	}
+}
+
+// logSize is the size of the server log (0 before the first start).
+func logSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// logSince is what the server logged after the log had size off.
+func (c *PostgresCluster) logSince(off int64) string {
+	b, _ := os.ReadFile(c.logFile)
+	if off > int64(len(b)) {
+		return ""
+	}
+	return string(b[off:])
 }
 
 // start starts the server of a cluster being built.

@@ -100,7 +100,7 @@ func startStandby(bins *pgBinaries, primary *PostgresCluster) (*PostgresCluster,
 	}); err != nil {
 		return nil, err
 	}
-	if err := c.start(); err != nil {
+	if err := c.startOnFreePort(); err != nil {
 		return nil, err
 	}
 	ok = true
