@@ -74,9 +74,9 @@
 // sequences), compressed as pkg/kafkax's producers compress, with
 // headers, consumes in a consumer group (classic protocol: JoinGroup,
 // SyncGroup, LeaveGroup on Close) with manual CommitOffsets, and reads the
-// commits back with kadm. kfake also
-// answers librdkafka's KIP-714 telemetry requests, which is why librdkafka
-// logs a "Telemetry client instance id changed" line at info level.
+// commits back with kadm. kfake also answers librdkafka's KIP-714
+// telemetry requests, which is why librdkafka logs a "Telemetry client
+// instance id changed" line at info level.
 //
 // [NewBrokerProcess] runs scripts/devbroker (kfake in a child process, built
 // once per binary) for tests that freeze the broker: Pause is SIGSTOP (open

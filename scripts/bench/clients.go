@@ -51,9 +51,9 @@ func (b *bench) outputConsumer(topics ...string) (*kgo.Client, error) {
 }
 
 // relayProducer is a producer with the relay's settings (pkg/kafkax:
-// idempotent, acks=all, in-flight 5, kafkax.Compression, batch.num.messages 10000; the
-// relay's Kafka properties from its environment; linger.ms
-// relayProducerLinger).
+// idempotent, acks=all, in-flight 5, kafkax.Compression,
+// batch.num.messages 10000; the relay's Kafka properties from its
+// environment; linger.ms relayProducerLinger).
 func (b *bench) relayProducer(clientID string) (*kafkax.Producer, error) {
 	cfg := b.relayConfig()
 	return kafkax.NewProducer(quietLogger(), kafkax.ProducerConfig{
