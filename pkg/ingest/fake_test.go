@@ -42,9 +42,10 @@ type fakeConsumer struct {
 	assignedF func([]int32)
 	revokedF  func([]int32, bool)
 
-	commitCalls atomic.Int32
-	commitErr   atomic.Pointer[error]
-	commitGate  chan struct{} // when set, Commit blocks until it is closed
+	blockingPolls atomic.Int32 // Poll calls allowed to wait (timeout > 0)
+	commitCalls   atomic.Int32
+	commitErr     atomic.Pointer[error]
+	commitGate    chan struct{} // when set, Commit blocks until it is closed
 }
 
 func newFakeConsumer(partitions ...int32) *fakeConsumer {
@@ -117,6 +118,9 @@ func (c *fakeConsumer) Subscribe(assigned func([]int32), revoked func([]int32, b
 }
 
 func (c *fakeConsumer) Poll(timeout time.Duration) (*record.Record, error) {
+	if timeout > 0 {
+		c.blockingPolls.Add(1)
+	}
 	c.mu.Lock()
 	if len(c.events) > 0 {
 		ev := c.events[0]
@@ -697,6 +701,30 @@ func TestFakeParsedWhileTheBatchAheadWrites(t *testing.T) {
 	release(2)
 	require.Eventually(t, func() bool { return s.routes() == 7 }, 5*time.Second, time.Millisecond)
 	require.Equal(t, uint64(7), r.stageCount(t, "parsed"), "each record parsed once")
+}
+
+// While records wait for a batch slot, the loop waits for the slot in Go
+// and polls the client only without blocking: a Poll blocked in cgo keeps
+// the Go runtime's monitor thread waking every 20 µs.
+func TestFakeWaitsForASlotWithoutBlockingInPoll(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	s := newFakeStore()
+	r := startFake(t, c, s, &fakeDLQ{})
+	calls, release := holdWrites(t, s, 2)
+	c.add(0, values(t, 1)...)
+	require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, time.Millisecond)
+	c.add(0, values(t, 1)...)
+	require.Eventually(t, func() bool { return calls.Load() == 2 }, 5*time.Second, time.Millisecond)
+	c.add(0, values(t, 5)...)
+	require.Eventually(t, func() bool { return r.stageCount(t, "parsed") == 7 }, 5*time.Second, time.Millisecond)
+	before := c.blockingPolls.Load()
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, before, c.blockingPolls.Load(), "Poll was allowed to block while both slots were busy and five records waited")
+	release(1)
+	release(2)
+	require.Eventually(t, func() bool { return s.routes() == 7 }, 5*time.Second, time.Millisecond,
+		"the waiting records go once a slot frees")
 }
 
 // stageCount is the sample count of one stage of the stage histogram.
