@@ -265,10 +265,9 @@ func startCluster(bins *pgBinaries, opts PostgresOptions) (*PostgresCluster, err
 
 // startOnFreePort starts a cluster being built on the port freePort gave
 // it, or on another when that one was taken meanwhile: the port was free
-// when picked, but another process's outgoing connection may take it (it
-// is from the same ephemeral range) before the server binds it. Seen in
-// make test: "could not bind IPv4 address "127.0.0.1": Address already in
-// use".
+// when picked, but another process may bind it before the server does
+// (see freePort; seen in make test: "could not bind IPv4 address
+// "127.0.0.1": Address already in use").
 func (c *PostgresCluster) startOnFreePort() error {
 	for attempt := 1; ; attempt++ {
 		logged := logSize(c.logFile)

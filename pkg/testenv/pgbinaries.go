@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -157,28 +156,3 @@ func (b *pgBinaries) initdbInto(dst string) error {
 	}
 	return nil
 }
-
-// freePort picks a TCP port on 127.0.0.1 that is free now and that this
-// process has not handed out before (a stopped cluster keeps its port).
-func freePort() (int, error) {
-	usedPorts.mu.Lock()
-	defer usedPorts.mu.Unlock()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if !usedPorts.m[port] {
-			usedPorts.m[port] = true
-			return port, nil
-		}
-	}
-	return 0, errors.New("no free port")
-}
-
-var usedPorts = struct {
-	mu sync.Mutex
-	m  map[int]bool
-}{m: map[int]bool{}}
