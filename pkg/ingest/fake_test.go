@@ -685,17 +685,7 @@ func TestFakeNaturalBatchingWaitsForTheWriteAhead(t *testing.T) {
 // records' parse time.
 func TestFakeParsedWhileTheBatchAheadWrites(t *testing.T) {
 	t.Parallel()
-	c := newFakeConsumer(0)
-	s := newFakeStore()
-	r := startFake(t, c, s, &fakeDLQ{})
-	calls, release := holdWrites(t, s, 2)
-	c.add(0, values(t, 1)...)
-	require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, time.Millisecond)
-	c.add(0, values(t, 1)...)
-	require.Eventually(t, func() bool { return calls.Load() == 2 }, 5*time.Second, time.Millisecond)
-	c.add(0, values(t, 5)...)
-	require.Eventually(t, func() bool { return r.stageCount(t, "parsed") == 7 }, 5*time.Second, time.Millisecond,
-		"the five records behind the held batches are parsed before a slot frees")
+	_, s, r, calls, release := fiveBehindTwoHeldBatches(t)
 	require.Equal(t, int32(2), calls.Load(), "their batch has not gone yet")
 	release(1)
 	release(2)
@@ -708,6 +698,21 @@ func TestFakeParsedWhileTheBatchAheadWrites(t *testing.T) {
 // the Go runtime's monitor thread waking every 20 µs.
 func TestFakeWaitsForASlotWithoutBlockingInPoll(t *testing.T) {
 	t.Parallel()
+	c, s, _, _, release := fiveBehindTwoHeldBatches(t)
+	before := c.blockingPolls.Load()
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, before, c.blockingPolls.Load(), "Poll was allowed to block while both slots were busy and five records waited")
+	release(1)
+	release(2)
+	require.Eventually(t, func() bool { return s.routes() == 7 }, 5*time.Second, time.Millisecond,
+		"the waiting records go once a slot frees")
+}
+
+// fiveBehindTwoHeldBatches starts an ingestor whose first two batches (one
+// record each) hold both pipeline slots, writing until released, and
+// returns once five more records that arrived behind them are parsed.
+func fiveBehindTwoHeldBatches(t *testing.T) (*fakeConsumer, *fakeStore, *fakeRun, *atomic.Int32, func(int)) {
+	t.Helper()
 	c := newFakeConsumer(0)
 	s := newFakeStore()
 	r := startFake(t, c, s, &fakeDLQ{})
@@ -717,14 +722,9 @@ func TestFakeWaitsForASlotWithoutBlockingInPoll(t *testing.T) {
 	c.add(0, values(t, 1)...)
 	require.Eventually(t, func() bool { return calls.Load() == 2 }, 5*time.Second, time.Millisecond)
 	c.add(0, values(t, 5)...)
-	require.Eventually(t, func() bool { return r.stageCount(t, "parsed") == 7 }, 5*time.Second, time.Millisecond)
-	before := c.blockingPolls.Load()
-	time.Sleep(100 * time.Millisecond)
-	require.Equal(t, before, c.blockingPolls.Load(), "Poll was allowed to block while both slots were busy and five records waited")
-	release(1)
-	release(2)
-	require.Eventually(t, func() bool { return s.routes() == 7 }, 5*time.Second, time.Millisecond,
-		"the waiting records go once a slot frees")
+	require.Eventually(t, func() bool { return r.stageCount(t, "parsed") == 7 }, 5*time.Second, time.Millisecond,
+		"the five records behind the held batches are parsed before a slot frees")
+	return c, s, r, calls, release
 }
 
 // stageCount is the sample count of one stage of the stage histogram.
