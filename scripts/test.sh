@@ -32,6 +32,9 @@ if [ $rc -ne 0 ]; then
   echo "== output of failing tests (full log: $log) =="
   awk '/^=== RUN/{buf=""} {buf=buf $0 "\n"} /^\s*--- FAIL/{print buf; buf=""}' "$log" | tail -n 300
   grep -E '^(panic:|fatal error:)' -A 40 "$log" | head -n 120
+  # A package can fail with every test passed: a race or a goroutine leak
+  # found after its tests (testenv.VerifyNoLeaks), reported outside any test.
+  grep -E '^(WARNING: DATA RACE|testenv: goroutines leaked)' -A 60 "$log" | head -n 200
 fi
 passed=$(grep -cE '^\s*--- PASS' "$log")
 failed=$(grep -cE '^\s*--- FAIL' "$log")
