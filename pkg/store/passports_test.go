@@ -111,15 +111,23 @@ func TestPassportsWrite(t *testing.T) {
 		}
 	})
 
-	t.Run("NulRejectedAsRecord", func(t *testing.T) {
+	// Escapes that jsonb refuses, in a member the passport ignores (the
+	// contract accepts the record; the raw_payload column cannot hold it).
+	t.Run("UnstorableEscapeRejectedAsRecord", func(t *testing.T) {
 		t.Parallel()
 		pool := testenv.Pool(t)
 		s := store.NewPassports(pool, 7)
-		rec := passportRecord(t, uuid.NewString(), "nul", "t", 1)
-		rec.Source.Value = []byte(strings.Replace(string(rec.Source.Value), `"source":"survey-planner"`, `"source":"a\u0000b"`, 1))
-		err := s.Write(ctx, []passport.Accepted{rec})
-		require.Error(t, err)
-		require.Equal(t, store.KindRecord, store.Classify(err))
+		for _, esc := range []string{`\u0000`, `\ud800`, `\udc00`} {
+			rec := passportRecord(t, uuid.NewString(), "escape", "t", 1)
+			value := strings.Replace(string(rec.Source.Value), `"source":"survey-planner"`, `"source":"a`+esc+`b"`, 1)
+			require.NotEqual(t, string(rec.Source.Value), value)
+			rec.Source.Value = []byte(value)
+			_, err := passport.Parse(rec.Source.Value, passport.DefaultLimits())
+			require.NoError(t, err, "%s in an ignored member is valid by contract", esc)
+			err = s.Write(ctx, []passport.Accepted{rec})
+			require.Error(t, err, esc)
+			require.Equal(t, store.KindRecord, store.Classify(err), "%s: %v", esc, err)
+		}
 	})
 }
 
