@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -24,11 +23,10 @@ import (
 // Hence DATABASE_LISTEN_URL; the relay notices a listener that hears nothing
 // (relay.Relay.Connected probes it).
 func Listen(ctx context.Context, logger *slog.Logger, databaseURL string, reconnectDelay time.Duration, notified, connected func()) error {
-	cfg, err := pgx.ParseConfig(databaseURL)
+	cfg, err := connConfig(databaseURL, "listen URL")
 	if err != nil {
-		return errors.New("parse listen URL: invalid connection string")
+		return err
 	}
-	configureConn(cfg)
 	// Log the first failure of an outage as a warning and the retries at
 	// debug level; a successful (re)connect re-arms the warning.
 	var quiet atomic.Bool

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -154,7 +155,20 @@ func TestMigrate(t *testing.T) {
 		u := testenv.EmptyDatabaseURL(t)
 		require.NoError(t, store.MigrateURL(ctx, u))
 		require.NoError(t, store.MigrateURL(ctx, u))
+		// The pool settings the README allows in DATABASE_URL are not
+		// server parameters: migrate must not send them.
+		require.NoError(t, store.MigrateURL(ctx, withPoolSettings(u)))
 	})
+}
+
+// withPoolSettings adds the pgxpool settings of the README's DATABASE_URL
+// examples to u.
+func withPoolSettings(u string) string {
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	return u + sep + "pool_max_conns=4&pool_health_check_period=5s"
 }
 
 // columns maps each column of table to its data type.

@@ -131,11 +131,27 @@ func Migrate(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
+// connConfig parses databaseURL for a single connection outside the pool
+// (migrations, the listener), with the connect timeout and dead-link
+// detection of [Open]. It parses as the pool does, so that the pool_*
+// settings a URL may carry for [Open] are taken out: pgx.ParseConfig would
+// send them to the server as run-time parameters, which PostgreSQL refuses
+// ("unrecognized configuration parameter"). what names the URL in the
+// error; pgx's own error may quote the password, so it is not wrapped.
+func connConfig(databaseURL, what string) (*pgx.ConnConfig, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: invalid connection string", what)
+	}
+	configureConn(cfg.ConnConfig)
+	return cfg.ConnConfig, nil
+}
+
 // MigrateURL opens a single connection to databaseURL and migrates it.
 func MigrateURL(ctx context.Context, databaseURL string) error {
-	cfg, err := pgx.ParseConfig(databaseURL)
+	cfg, err := connConfig(databaseURL, "DATABASE_URL")
 	if err != nil {
-		return errors.New("parse DATABASE_URL: invalid connection string")
+		return err
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {

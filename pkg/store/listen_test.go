@@ -1,0 +1,61 @@
+package store_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/store"
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+// TestListenHearsNotifications: the listener connects with the URL the
+// pool takes (pool settings included: DATABASE_LISTEN_URL defaults to
+// DATABASE_URL), reports the connection, and hears a NOTIFY on the
+// channel.
+func TestListenHearsNotifications(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	u := testenv.DatabaseURL(t)
+	pool, err := store.Open(ctx, u, "test")
+	require.NoError(t, err)
+	defer pool.Close()
+
+	connected := make(chan struct{}, 16)
+	notified := make(chan struct{}, 16)
+	done := make(chan error, 1)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	go func() {
+		done <- store.Listen(ctx, logger, withPoolSettings(u), 50*time.Millisecond,
+			func() { notified <- struct{}{} }, func() { connected <- struct{}{} })
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+
+	select {
+	case <-connected:
+	case err := <-done:
+		t.Fatalf("Listen returned before connecting: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener did not connect within 10s")
+	}
+	// LISTEN runs right after the connect callback; notify until heard.
+	deadline := time.After(10 * time.Second)
+	for {
+		_, err := pool.Exec(ctx, "select pg_notify($1, '')", store.NotifyChannel)
+		require.NoError(t, err)
+		select {
+		case <-notified:
+			return
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no notification heard within 10s")
+		}
+	}
+}
