@@ -45,6 +45,19 @@ func TestConfigErrorsExitTwoNamingTheVariable(t *testing.T) {
 	}
 	err := run(context.Background(), []string{"frobnicate"}, nil, io.Discard, io.Discard)
 	require.Equal(t, 2, config.ExitCode(err))
+
+	// migrate refuses arguments before it connects: the URL points at
+	// nothing, so only a usage error (2) or help (0) can come back.
+	env := []string{"DATABASE_URL=postgres://u@127.0.0.1:1/db?connect_timeout=1"}
+	for _, arg := range []string{"--bogus", "extra"} {
+		err := run(context.Background(), []string{"migrate", arg}, env, io.Discard, io.Discard)
+		require.Error(t, err, arg)
+		require.Equal(t, 2, config.ExitCode(err), "%s: %v", arg, err)
+		require.Contains(t, err.Error(), arg)
+	}
+	var help bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"migrate", "--help"}, env, &help, io.Discard))
+	require.Contains(t, help.String(), "usage: ingestor migrate")
 }
 
 func TestMigrateTwice(t *testing.T) {
