@@ -25,6 +25,9 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := store.CheckURL(cfg.DatabaseURL, "DATABASE_URL"); err != nil {
+		return err
+	}
 	base := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	logger := base.With("component", "ingest")
 	gctune.Apply(environ, "/sys/fs/cgroup").Log(ctx, logger)

@@ -31,6 +31,8 @@ func TestConfigErrorsExitTwoNamingTheVariable(t *testing.T) {
 		{"missing bootstrap", nil, []string{"DATABASE_URL=postgres://x"}, "KAFKA_BOOTSTRAP_SERVERS"},
 		{"bad batch size", nil, []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=b:1", "INGEST_BATCH_SIZE=many"}, "INGEST_BATCH_SIZE"},
 		{"migrate without database", []string{"migrate"}, nil, "DATABASE_URL"},
+		{"malformed database url", nil, []string{"DATABASE_URL=postgres://u:pw@[::1", "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1"}, "DATABASE_URL"},
+		{"migrate, malformed database url", []string{"migrate"}, []string{"DATABASE_URL=host=x port=notaport"}, "DATABASE_URL"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

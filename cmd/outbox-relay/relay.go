@@ -39,6 +39,12 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := store.CheckURL(cfg.DatabaseURL, "DATABASE_URL"); err != nil {
+		return err
+	}
+	if err := store.CheckURL(cfg.ListenURL, "DATABASE_LISTEN_URL"); err != nil {
+		return err
+	}
 	logger := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	log := logger.With("component", "relay")
 	gctune.Apply(environ, "/sys/fs/cgroup").Log(ctx, log)

@@ -143,6 +143,27 @@ func TestOps(t *testing.T) {
 		err := run(ctx, []string{"stats"}, nil, io.Discard, io.Discard)
 		require.Equal(t, 2, config.ExitCode(err), "DATABASE_URL missing: %v", err)
 	})
+
+	// A connection string that does not parse stops the process at start,
+	// naming its variable and not echoing the password.
+	t.Run("MalformedURLs", func(t *testing.T) {
+		bad := "postgres://u:S3CRET@[::1"
+		for _, tc := range []struct {
+			args    []string
+			environ []string
+			wantVar string
+		}{
+			{nil, []string{"DATABASE_URL=" + bad, "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1"}, "DATABASE_URL"},
+			{nil, []string{"DATABASE_URL=postgres://u@127.0.0.1:1/db", "DATABASE_LISTEN_URL=" + bad, "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1"}, "DATABASE_LISTEN_URL"},
+			{[]string{"stats"}, []string{"DATABASE_URL=" + bad}, "DATABASE_URL"},
+		} {
+			err := run(ctx, tc.args, tc.environ, io.Discard, io.Discard)
+			require.Error(t, err, tc.wantVar)
+			require.Equal(t, 2, config.ExitCode(err), "%s: %v", tc.wantVar, err)
+			require.Contains(t, err.Error(), tc.wantVar)
+			require.NotContains(t, err.Error(), "S3CRET")
+		}
+	})
 }
 
 // TestRunRelayHTTPFirst: /healthz and /metrics answer while neither Kafka

@@ -100,13 +100,21 @@ func (e *UsageError) Error() string { return "usage: " + e.Msg }
 func ExitCode(err error) int {
 	var cfgErr *Error
 	var usage *UsageError
+	var setting settingError
 	switch {
 	case err == nil:
 		return 0
-	case errors.As(err, &cfgErr), errors.As(err, &usage):
+	case errors.As(err, &cfgErr), errors.As(err, &usage), errors.As(err, &setting):
 		return 2
 	}
 	return 1
+}
+
+// settingError is an invalid setting found outside this package (store's
+// connection string that does not parse); Setting names its variable.
+type settingError interface {
+	error
+	Setting() string
 }
 
 // Migrate is the configuration of `ingestor migrate`: it needs only the

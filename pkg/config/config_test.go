@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,6 +82,24 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"retries not int", env("INGEST_RECORD_RETRIES=x"), false, "INGEST_RECORD_RETRIES"},
 		{"zero ingest backoff", env("INGEST_MAX_BACKOFF=0s"), false, "INGEST_MAX_BACKOFF"},
 		{"negative db timeout", env("INGEST_DB_TIMEOUT=-1s"), false, "INGEST_DB_TIMEOUT"},
+		{"topic with a space", env("TOPIC_INPUT=my topic"), false, "TOPIC_INPUT"},
+		{"topic with a slash", env("TOPIC_INPUT_DLQ=a/b"), true, "TOPIC_INPUT_DLQ"},
+		{"topic too long", env("TOPIC_PROCESSED_ROUTE=" + strings.Repeat("t", 250)), true, "TOPIC_PROCESSED_ROUTE"},
+		{"topic dot", env("TOPIC_ROUTE_GEOREFERENCE=."), false, "TOPIC_ROUTE_GEOREFERENCE"},
+		{"dead letters into the input", env("TOPIC_INPUT=in", "TOPIC_INPUT_DLQ=in"), false, "TOPIC_INPUT_DLQ"},
+		{"output into the input", env("TOPIC_INPUT=in", "TOPIC_ROUTE_GEOREFERENCE=in"), true, "TOPIC_ROUTE_GEOREFERENCE"},
+		{"output into the dead letters", env("TOPIC_INPUT_DLQ=dlq", "TOPIC_PROCESSED_ROUTE=dlq"), false, "TOPIC_PROCESSED_ROUTE"},
+		{"bootstrap only commas", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=,"}, false, "KAFKA_BOOTSTRAP_SERVERS"},
+		{"bootstrap port out of range", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=b:1,127.0.0.1:99999"}, true, "KAFKA_BOOTSTRAP_SERVERS"},
+		{"bootstrap port not a number", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:abc"}, false, "KAFKA_BOOTSTRAP_SERVERS"},
+		{"bootstrap bare ipv6", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=::1:9092"}, false, "KAFKA_BOOTSTRAP_SERVERS"},
+		{"blank consumer group", env("KAFKA_CONSUMER_GROUP=  "), false, "KAFKA_CONSUMER_GROUP"},
+		{"http addr without port", env("HTTP_ADDR=bad"), true, "HTTP_ADDR"},
+		{"http port out of range", env("HTTP_ADDR=:99999"), false, "HTTP_ADDR"},
+		{"sub-millisecond publish timeout", env("OUTBOX_PUBLISH_TIMEOUT=500us"), true, "OUTBOX_PUBLISH_TIMEOUT"},
+		{"publish timeout past librdkafka's range", env("OUTBOX_PUBLISH_TIMEOUT=1000h", "OUTBOX_LOCK_TIMEOUT=2000h"), true, "OUTBOX_PUBLISH_TIMEOUT"},
+		{"lease of a nanosecond", env("OUTBOX_LOCK_TIMEOUT=1ns"), true, "OUTBOX_LOCK_TIMEOUT"},
+		{"batch size zero", env("OUTBOX_BATCH_SIZE=0"), true, "OUTBOX_BATCH_SIZE"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,6 +117,42 @@ func TestErrorsNameTheVariable(t *testing.T) {
 			require.NotContains(t, err.Error(), "secret", "the error must not echo the database password")
 		})
 	}
+}
+
+// TestReasonsNameVariablesNotFields: a rule that relates two settings
+// names both by their variables, and a bound is the one the rule applies.
+func TestReasonsNameVariablesNotFields(t *testing.T) {
+	t.Parallel()
+	_, err := LoadRelay(env("OUTBOX_INITIAL_BACKOFF=1h"))
+	require.ErrorContains(t, err, "OUTBOX_INITIAL_BACKOFF")
+	require.ErrorContains(t, err, "OUTBOX_MAX_BACKOFF")
+	require.NotContains(t, err.Error(), "InitialBackoff")
+
+	_, err = LoadRelay(env("OUTBOX_MAX_ATTEMPTS=0"))
+	require.ErrorContains(t, err, "at least 1")
+	require.NotContains(t, err.Error(), "2147483647")
+	_, err = LoadRelay(env("OUTBOX_MAX_ATTEMPTS=1000001"))
+	require.ErrorContains(t, err, "OUTBOX_MAX_ATTEMPTS")
+	require.ErrorContains(t, err, "1000000]")
+}
+
+// TestAcceptedEdgeValues: forms that must keep working.
+func TestAcceptedEdgeValues(t *testing.T) {
+	t.Parallel()
+	for _, bootstrap := range []string{"b:9092", "b", "b1:9092, b2:9092", "SASL_SSL://b:9093", "[::1]:9092", "10.0.0.1:1"} {
+		_, err := LoadIngestor([]string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=" + bootstrap})
+		require.NoError(t, err, bootstrap)
+	}
+	for _, addr := range []string{":8080", "127.0.0.1:0", "[::]:9000", "localhost:8080"} {
+		_, err := LoadRelay(env("HTTP_ADDR=" + addr))
+		require.NoError(t, err, addr)
+	}
+	c, err := LoadIngestor(env("TOPIC_INPUT=a.b_c-D9", "TOPIC_PROCESSED_ROUTE=out", "TOPIC_ROUTE_GEOREFERENCE=out"))
+	require.NoError(t, err, "both outputs on one topic")
+	require.Equal(t, "a.b_c-D9", c.TopicInput)
+	r, err := LoadRelay(env("DATABASE_LISTEN_URL=  "))
+	require.NoError(t, err)
+	require.Equal(t, r.DatabaseURL, r.ListenURL, "a blank listen URL is unset")
 }
 
 func TestKafkaProperties(t *testing.T) {

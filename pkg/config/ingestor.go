@@ -28,7 +28,7 @@ func LoadIngestor(environ []string) (Ingestor, error) {
 	r := newReader(environ)
 	c := Ingestor{
 		Common:        r.common(),
-		ConsumerGroup: r.str("KAFKA_CONSUMER_GROUP", "pcp-route-processing-service"),
+		ConsumerGroup: r.nonBlank("KAFKA_CONSUMER_GROUP", "pcp-route-processing-service"),
 		// The relay owns this rule (contract §5); the ingestor stores it.
 		OutboxMaxAttempts: r.intRange("OUTBOX_MAX_ATTEMPTS", relay.Config{}.WithDefaults().MaxAttempts, 1, 1_000_000),
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,20 +34,43 @@ func (r *reader) fail(name, reason string) {
 }
 
 func (r *reader) common() Common {
-	return Common{
+	c := Common{
 		DatabaseURL:             r.required("DATABASE_URL"),
 		KafkaBootstrapServers:   r.required("KAFKA_BOOTSTRAP_SERVERS"),
 		KafkaProperties:         r.kafkaProperties(KafkaPropertyPrefix),
 		KafkaConsumerProperties: r.kafkaProperties(KafkaConsumerPropertyPrefix),
 		KafkaProducerProperties: r.kafkaProperties(KafkaProducerPropertyPrefix),
-		TopicInput:              r.str("TOPIC_INPUT", "pcp.request.survey-georeference.v1"),
-		TopicInputDLQ:           r.str("TOPIC_INPUT_DLQ", "pcp.request.survey-georeference-dlq.v1"),
-		TopicProcessedRoute:     r.str("TOPIC_PROCESSED_ROUTE", "pcp.route.in.v1"),
-		TopicRouteGeoreference:  r.str("TOPIC_ROUTE_GEOREFERENCE", "pcp.route.georeference.v1"),
-		HTTPAddr:                r.str("HTTP_ADDR", ":8080"),
+		TopicInput:              r.topic("TOPIC_INPUT", "pcp.request.survey-georeference.v1"),
+		TopicInputDLQ:           r.topic("TOPIC_INPUT_DLQ", "pcp.request.survey-georeference-dlq.v1"),
+		TopicProcessedRoute:     r.topic("TOPIC_PROCESSED_ROUTE", "pcp.route.in.v1"),
+		TopicRouteGeoreference:  r.topic("TOPIC_ROUTE_GEOREFERENCE", "pcp.route.georeference.v1"),
+		HTTPAddr:                r.listenAddr("HTTP_ADDR", ":8080"),
 		LogFormat:               r.oneOf("LOG_FORMAT", "json", "json", "text"),
 		LogLevel:                r.level("LOG_LEVEL"),
 		MessageKey:              r.oneOf("OUTBOX_MESSAGE_KEY", "traceId", "traceId", "routeId"),
+	}
+	r.bootstrapServers("KAFKA_BOOTSTRAP_SERVERS", c.KafkaBootstrapServers)
+	r.distinctTopics(c)
+	return c
+}
+
+// distinctTopics refuses a dead-letter or output topic that is the input
+// topic (the ingestor would consume its own output: a dead-lettered record
+// would come back and be dead-lettered again, forever) and an output topic
+// that is the dead-letter topic. The two output topics may be one: their
+// records carry the event type in the `type` header.
+func (r *reader) distinctTopics(c Common) {
+	switch {
+	case c.TopicInputDLQ == c.TopicInput:
+		r.fail("TOPIC_INPUT_DLQ", fmt.Sprintf("is the input topic (TOPIC_INPUT, %s)", c.TopicInput))
+	case c.TopicProcessedRoute == c.TopicInput:
+		r.fail("TOPIC_PROCESSED_ROUTE", fmt.Sprintf("is the input topic (TOPIC_INPUT, %s)", c.TopicInput))
+	case c.TopicRouteGeoreference == c.TopicInput:
+		r.fail("TOPIC_ROUTE_GEOREFERENCE", fmt.Sprintf("is the input topic (TOPIC_INPUT, %s)", c.TopicInput))
+	case c.TopicProcessedRoute == c.TopicInputDLQ:
+		r.fail("TOPIC_PROCESSED_ROUTE", fmt.Sprintf("is the dead-letter topic (TOPIC_INPUT_DLQ, %s)", c.TopicInputDLQ))
+	case c.TopicRouteGeoreference == c.TopicInputDLQ:
+		r.fail("TOPIC_ROUTE_GEOREFERENCE", fmt.Sprintf("is the dead-letter topic (TOPIC_INPUT_DLQ, %s)", c.TopicInputDLQ))
 	}
 }
 
@@ -65,6 +89,99 @@ func (r *reader) str(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// topic reads a Kafka topic name: 1–249 of the characters Kafka allows
+// (ASCII letters, digits, '.', '_', '-'), and neither "." nor "..". A name
+// the broker would refuse fails here, naming the variable, instead of at
+// the first produce or subscribe.
+func (r *reader) topic(name, def string) string {
+	v := r.str(name, def)
+	switch {
+	case len(v) > 249:
+		r.fail(name, fmt.Sprintf("is %d characters long; Kafka allows 249", len(v)))
+	case v == "." || v == "..":
+		r.fail(name, fmt.Sprintf("%q is not a valid topic name", v))
+	case strings.IndexFunc(v, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-')
+	}) >= 0:
+		r.fail(name, fmt.Sprintf("%q has a character Kafka does not allow in a topic name (letters, digits, '.', '_', '-')", v))
+	}
+	return v
+}
+
+// bootstrapServers checks a broker list: comma-separated host[:port]
+// entries, each optionally prefixed with a protocol (SASL_SSL://host:9093),
+// IPv6 hosts in brackets. librdkafka itself takes a malformed list without
+// an error and then waits forever for brokers it cannot name.
+func (r *reader) bootstrapServers(name, list string) {
+	if r.err != nil || strings.TrimSpace(list) == "" {
+		return // already reported (required)
+	}
+	for i, entry := range strings.Split(list, ",") {
+		entry = strings.TrimSpace(entry)
+		if _, rest, ok := strings.Cut(entry, "://"); ok {
+			entry = rest
+		}
+		if entry == "" {
+			r.fail(name, fmt.Sprintf("entry %d is empty", i+1))
+			return
+		}
+		host, port, err := net.SplitHostPort(entry)
+		if err != nil {
+			if strings.Contains(err.Error(), "missing port") {
+				continue // librdkafka's default port, 9092
+			}
+			r.fail(name, fmt.Sprintf("entry %d (%q) is not host:port (an IPv6 host goes in brackets)", i+1, entry))
+			return
+		}
+		if n, err := strconv.Atoi(port); host == "" || err != nil || n < 1 || n > 65535 {
+			r.fail(name, fmt.Sprintf("entry %d (%q) is not host:port with a port in 1–65535", i+1, entry))
+			return
+		}
+	}
+}
+
+// listenAddr reads an HTTP listen address, [host]:port with a port in
+// 0–65535 (0: any free port). Whether it can be bound is found when the
+// server starts.
+func (r *reader) listenAddr(name, def string) string {
+	v := r.str(name, def)
+	_, port, err := net.SplitHostPort(v)
+	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+		r.fail(name, fmt.Sprintf("%q is not [host]:port with a port in 0–65535", v))
+	}
+	return v
+}
+
+// nonBlank is str for a value that must hold more than white space (set,
+// it is used as is).
+func (r *reader) nonBlank(name, def string) string {
+	v := r.str(name, def)
+	if strings.TrimSpace(v) == "" {
+		r.fail(name, "is only white space")
+	}
+	return v
+}
+
+// positiveInt reads an integer of at least 1, or 0 (the component's
+// default) when unset; the upper bound is the component's rule, checked by
+// its Validate.
+func (r *reader) positiveInt(name string) int {
+	s, ok := r.env[name]
+	if !ok || s == "" {
+		return 0
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		r.fail(name, fmt.Sprintf("%q is not an integer", s))
+		return 0
+	}
+	if v < 1 {
+		r.fail(name, fmt.Sprintf("%d must be at least 1", v))
+		return 0
+	}
+	return v
 }
 
 func (r *reader) oneOf(name, def string, allowed ...string) string {

@@ -2,7 +2,8 @@ package config
 
 import (
 	"errors"
-	"math"
+	"sort"
+	"strings"
 
 	"github.com/pcp/route-processing/pkg/relay"
 )
@@ -59,26 +60,30 @@ func LoadRelay(environ []string) (Relay, error) {
 	c := Relay{
 		Common: r.common(),
 		Config: relay.Config{
-			MaxAttempts:           r.intRange(v["MaxAttempts"], 0, 1, math.MaxInt32),
+			MaxAttempts:           r.positiveInt(v["MaxAttempts"]),
 			InitialBackoff:        r.duration(v["InitialBackoff"], 0, false),
 			MaxBackoff:            r.duration(v["MaxBackoff"], 0, false),
 			LockTimeout:           r.duration(v["LockTimeout"], 0, false),
-			BatchSize:             r.intRange(v["BatchSize"], 0, 1, math.MaxInt32),
+			BatchSize:             r.positiveInt(v["BatchSize"]),
 			PollInterval:          r.duration(v["PollInterval"], 0, false),
 			PublishTimeout:        r.duration(v["PublishTimeout"], 0, false),
 			Retention:             r.duration(v["Retention"], 0, true),
 			ProbeMaxBackoff:       r.duration(v["ProbeMaxBackoff"], 0, false),
-			Workers:               r.intRange(v["Workers"], 0, 1, math.MaxInt32),
+			Workers:               r.positiveInt(v["Workers"]),
 			RetentionInterval:     r.duration(v["RetentionInterval"], 0, false),
-			RetentionBatch:        r.intRange(v["RetentionBatch"], 0, 1, math.MaxInt32),
+			RetentionBatch:        r.positiveInt(v["RetentionBatch"]),
 			ClaimFullScanInterval: r.duration(v["ClaimFullScanInterval"], 0, true),
 			ClaimWatermarkMargin:  r.duration(v["ClaimWatermarkMargin"], 0, false),
 			DBTimeout:             r.duration(v["DBTimeout"], 0, false),
 			ReindexInterval:       r.duration(v["ReindexInterval"], 0, true),
-			ReindexMinBytes:       int64(r.intRange(v["ReindexMinBytes"], 0, 1, math.MaxInt)),
+			ReindexMinBytes:       int64(r.positiveInt(v["ReindexMinBytes"])),
 		},
 	}
-	c.ListenURL = r.str("DATABASE_LISTEN_URL", c.DatabaseURL)
+	// Blank is unset, as for the required URL.
+	c.ListenURL = c.DatabaseURL
+	if u := r.env["DATABASE_LISTEN_URL"]; strings.TrimSpace(u) != "" {
+		c.ListenURL = u
+	}
 	if s, set := r.env[v["ClaimFullScanInterval"]]; set && s != "" && c.ClaimFullScanInterval == 0 {
 		c.ClaimFullScanInterval = -1 // 0 turns the claim watermark off
 	}
@@ -97,10 +102,27 @@ func LoadRelay(environ []string) (Relay, error) {
 		if !ok {
 			name = "OUTBOX_*"
 		}
-		return c, &Error{Var: name, Reason: fe.Reason}
+		return c, &Error{Var: name, Reason: relayFieldsToVars(v).Replace(fe.Reason)}
 	} else if err != nil {
 		return c, err
 	}
 	c.Config = c.WithDefaults()
 	return c, nil
+}
+
+// relayFieldsToVars rewrites the relay.Config field names a rule's reason
+// mentions ("is less than InitialBackoff") as their variables. Longer names
+// go first: at one position the replacer takes the first that matches, and
+// RetentionInterval must not become OUTBOX_RETENTIONInterval.
+func relayFieldsToVars(vars map[string]string) *strings.Replacer {
+	fields := make([]string, 0, len(vars))
+	for f := range vars {
+		fields = append(fields, f)
+	}
+	sort.Slice(fields, func(i, j int) bool { return len(fields[i]) > len(fields[j]) })
+	pairs := make([]string, 0, 2*len(fields))
+	for _, f := range fields {
+		pairs = append(pairs, f, vars[f])
+	}
+	return strings.NewReplacer(pairs...)
 }

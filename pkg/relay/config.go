@@ -184,6 +184,17 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// Bounds of the lease and of the publish timeout. librdkafka takes the
+// publish timeout in whole milliseconds as its message.timeout.ms, where 0
+// means "never time out" and the largest value is 2^31−1 ms (24.8 days):
+// a sub-millisecond timeout would silently become no timeout at all, and
+// one past the range makes the producer refuse to start.
+const (
+	MinLockTimeout    = time.Second
+	MinPublishTimeout = 100 * time.Millisecond
+	MaxPublishTimeout = 24 * time.Hour
+)
+
 // FieldError names the Config field a rule rejected, so that a caller that
 // filled Config from elsewhere (environment variables) can name its source.
 type FieldError struct {
@@ -207,6 +218,10 @@ func (c Config) Validate() error {
 		return fail("InitialBackoff", "must be positive")
 	case c.MaxBackoff < c.InitialBackoff:
 		return fail("MaxBackoff", "(%s) is less than InitialBackoff (%s)", c.MaxBackoff, c.InitialBackoff)
+	case c.LockTimeout < MinLockTimeout:
+		return fail("LockTimeout", "(%s) is shorter than %s: a lease must outlast the publish of its batch", c.LockTimeout, MinLockTimeout)
+	case c.PublishTimeout < MinPublishTimeout || c.PublishTimeout > MaxPublishTimeout:
+		return fail("PublishTimeout", "(%s) is outside [%s, %s]", c.PublishTimeout, MinPublishTimeout, MaxPublishTimeout)
 	case c.LockTimeout <= c.PublishTimeout:
 		return fail("LockTimeout", "(%s) must exceed PublishTimeout (%s), by %s or more", c.LockTimeout, c.PublishTimeout, LeaseMargin)
 	case c.BatchSize < 1 || c.BatchSize > 100_000:

@@ -23,7 +23,7 @@ import (
 // Hence DATABASE_LISTEN_URL; the relay notices a listener that hears nothing
 // (relay.Relay.Connected probes it).
 func Listen(ctx context.Context, logger *slog.Logger, databaseURL string, reconnectDelay time.Duration, notified, connected func()) error {
-	cfg, err := connConfig(databaseURL, "listen URL")
+	cfg, err := connConfig(databaseURL, "DATABASE_LISTEN_URL")
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"net"
@@ -76,9 +75,7 @@ const (
 func Open(ctx context.Context, databaseURL, application string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
-		// pgx echoes the whole connection string (password included) in some
-		// parse errors, so say only what is safe.
-		return nil, errors.New("parse DATABASE_URL: invalid connection string")
+		return nil, &URLError{Var: "DATABASE_URL"}
 	}
 	configureConn(cfg.ConnConfig)
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" && application != "" {
@@ -131,17 +128,42 @@ func Migrate(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
+// URLError is a connection string that does not parse. It names the
+// setting only: pgx echoes the whole string (password included) in some
+// parse errors.
+type URLError struct {
+	// Var is the variable that holds the string (DATABASE_URL).
+	Var string
+}
+
+func (e *URLError) Error() string {
+	return fmt.Sprintf("%s: invalid connection string (see the pgx/libpq URL and key=value forms)", e.Var)
+}
+
+// Setting makes a *URLError a configuration error to the mains (exit
+// status 2: fix the deployment, retrying will not help).
+func (e *URLError) Setting() string { return e.Var }
+
+// CheckURL parses databaseURL as [Open] does, so that a malformed string
+// stops a process at start, naming setting, before anything connects.
+func CheckURL(databaseURL, setting string) error {
+	if _, err := pgxpool.ParseConfig(databaseURL); err != nil {
+		return &URLError{Var: setting}
+	}
+	return nil
+}
+
 // connConfig parses databaseURL for a single connection outside the pool
 // (migrations, the listener), with the connect timeout and dead-link
 // detection of [Open]. It parses as the pool does, so that the pool_*
 // settings a URL may carry for [Open] are taken out: pgx.ParseConfig would
 // send them to the server as run-time parameters, which PostgreSQL refuses
-// ("unrecognized configuration parameter"). what names the URL in the
-// error; pgx's own error may quote the password, so it is not wrapped.
-func connConfig(databaseURL, what string) (*pgx.ConnConfig, error) {
+// ("unrecognized configuration parameter"). setting names the URL in the
+// error.
+func connConfig(databaseURL, setting string) (*pgx.ConnConfig, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("parse %s: invalid connection string", what)
+		return nil, &URLError{Var: setting}
 	}
 	configureConn(cfg.ConnConfig)
 	return cfg.ConnConfig, nil
