@@ -100,6 +100,9 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"publish timeout past librdkafka's range", env("OUTBOX_PUBLISH_TIMEOUT=1000h", "OUTBOX_LOCK_TIMEOUT=2000h"), true, "OUTBOX_PUBLISH_TIMEOUT"},
 		{"lease of a nanosecond", env("OUTBOX_LOCK_TIMEOUT=1ns"), true, "OUTBOX_LOCK_TIMEOUT"},
 		{"batch size zero", env("OUTBOX_BATCH_SIZE=0"), true, "OUTBOX_BATCH_SIZE"},
+		{"retention every nanosecond", env("OUTBOX_RETENTION_INTERVAL=1ns"), true, "OUTBOX_RETENTION_INTERVAL"},
+		{"poll every microsecond", env("OUTBOX_POLL_INTERVAL=1us"), true, "OUTBOX_POLL_INTERVAL"},
+		{"database bound of a nanosecond", env("OUTBOX_DB_TIMEOUT=1ns"), true, "OUTBOX_DB_TIMEOUT"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

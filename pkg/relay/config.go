@@ -235,21 +235,29 @@ func (c Config) Validate() error {
 	case c.RetentionBatch < 1 || c.RetentionBatch > 100_000:
 		return fail("RetentionBatch", "is %d, outside [1, 100000]", c.RetentionBatch)
 	}
+	// Periods and bounds that turn into busy loops (and a log line per
+	// turn while the database is down) or calls that can never succeed
+	// when set to a few nanoseconds.
 	for _, d := range []struct {
 		field string
 		v     time.Duration
+		min   time.Duration
 	}{
-		{"LockTimeout", c.LockTimeout}, {"PublishTimeout", c.PublishTimeout}, {"PollInterval", c.PollInterval},
-		{"ProbeMaxBackoff", c.ProbeMaxBackoff}, {"StatsInterval", c.StatsInterval}, {"RetentionInterval", c.RetentionInterval},
-		{"DBTimeout", c.DBTimeout},
-		{"ClaimWatermarkMargin", c.ClaimWatermarkMargin},
+		{"PollInterval", c.PollInterval, minPeriod}, {"StatsInterval", c.StatsInterval, minPeriod},
+		{"RetentionInterval", c.RetentionInterval, minPeriod}, {"DBTimeout", c.DBTimeout, minPeriod},
+		{"ProbeMaxBackoff", c.ProbeMaxBackoff, 10 * time.Millisecond},
+		{"ClaimWatermarkMargin", c.ClaimWatermarkMargin, 0},
 	} {
-		if d.v < 0 {
-			return fail(d.field, "(%s) must be positive", d.v)
+		if d.v < d.min || d.v < 0 {
+			return fail(d.field, "(%s) is below %s", d.v, d.min)
 		}
 	}
 	return nil
 }
+
+// minPeriod is the shortest polling period or database bound Validate
+// accepts.
+const minPeriod = 100 * time.Millisecond
 
 // isolateDeadline is the last moment a one-by-one re-send of a batch
 // claimed at start may begin: it may last PublishTimeout plus the report
