@@ -23,7 +23,8 @@ type ClientConfig struct {
 	BootstrapServers string
 	// Properties are operator-supplied librdkafka properties (TLS, SASL,
 	// tuning) that override the service's defaults, except those listed in
-	// enforced by each client. Values may be secrets and are never logged.
+	// enforced by each client, under any of their names (see configMap).
+	// Values may be secrets and are never logged.
 	Properties map[string]string
 	// ClientID names the client in broker logs and metrics.
 	ClientID string
@@ -48,9 +49,10 @@ var reconnectDefaults = kafka.ConfigMap{
 }
 
 // configMap builds a librdkafka configuration: reconnectDefaults and the
-// client's defaults, then the operator's properties, then the enforced
-// settings that the service's guarantees rest on (logging a warning,
-// without the value, when an operator's property was overridden).
+// client's defaults, then the operator's properties under their canonical
+// names, then the enforced settings that the service's guarantees rest on
+// (logging a warning, without the value, when an operator's property was
+// overridden).
 func configMap(logger *slog.Logger, cc ClientConfig, defaults, enforced kafka.ConfigMap) kafka.ConfigMap {
 	m := kafka.ConfigMap{
 		"bootstrap.servers": cc.BootstrapServers,
@@ -70,16 +72,80 @@ func configMap(logger *slog.Logger, cc ClientConfig, defaults, enforced kafka.Co
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if _, isEnforced := enforced[k]; isEnforced {
+		name := canonicalProperty(k)
+		_, isEnforced := enforced[name]
+		// transactional.id makes librdkafka refuse every message outside a
+		// transaction ("Producing not allowed in transactional state"), and
+		// the service's producer never begins one.
+		if isEnforced || name == "transactional.id" {
 			logger.Warn("kafka: ignoring property the service must control", "property", k)
 			continue
 		}
-		m[k] = cc.Properties[k]
+		// Set under several names, a property takes the value of its
+		// canonical name, else of the name that sorts last: never the map's
+		// random order.
+		if _, both := cc.Properties[name]; both && name != k {
+			logger.Warn("kafka: ignoring property also set under its canonical name", "property", k, "canonical", name)
+			continue
+		}
+		m[name] = cc.Properties[k]
 	}
 	for k, v := range enforced {
 		m[k] = v
 	}
 	return m
+}
+
+// propertyAliases maps each other name librdkafka accepts for a property
+// to the one configMap keeps it under: the name this package sets it by,
+// else librdkafka's own. confluent-kafka-go applies a ConfigMap in Go's
+// random map order, so one property under two names would get either value,
+// and an alias would slip past the enforced settings. These are the
+// _RK_C_ALIAS entries of src/rdkafka_conf.c in librdkafka 2.11.1, which
+// confluent-kafka-go v2.11.1 bundles ("Alias for" in its CONFIGURATION.md),
+// global and topic-level (a global configuration takes both), except the
+// topic-level enable.auto.commit, which the global property of that name
+// shadows. Re-check them when upgrading confluent-kafka-go.
+var propertyAliases = map[string]string{
+	"metadata.broker.list":      "bootstrap.servers",
+	"max.in.flight":             "max.in.flight.requests.per.connection",
+	"queue.buffering.max.ms":    "linger.ms",
+	"compression.codec":         "compression.type",
+	"request.required.acks":     "acks",
+	"delivery.timeout.ms":       "message.timeout.ms",
+	"retries":                   "message.send.max.retries",
+	"max.partition.fetch.bytes": "fetch.message.max.bytes",
+	"sasl.mechanism":            "sasl.mechanisms",
+	"sasl.oauthbearer.client.credentials.client.id":     "sasl.oauthbearer.client.id",
+	"sasl.oauthbearer.client.credentials.client.secret": "sasl.oauthbearer.client.secret",
+}
+
+// globalTopicProperties are librdkafka's global properties whose names
+// begin with "topic." (2.11.1, as above).
+var globalTopicProperties = map[string]bool{
+	"topic.blacklist":                         true,
+	"topic.metadata.propagation.max.ms":       true,
+	"topic.metadata.refresh.fast.cnt":         true,
+	"topic.metadata.refresh.fast.interval.ms": true,
+	"topic.metadata.refresh.interval.ms":      true,
+	"topic.metadata.refresh.sparse":           true,
+}
+
+// canonicalProperty returns the name configMap keeps an operator's
+// property name under.
+func canonicalProperty(name string) string {
+	// librdkafka sets a name that is no global property on the default
+	// topic configuration, which drops a "topic." prefix
+	// (rd_kafka_conf_set), so "topic.acks" is acks. (A "topic." name of a
+	// global-only property, which librdkafka would reject, becomes that
+	// property.)
+	if rest, ok := strings.CutPrefix(name, "topic."); ok && !globalTopicProperties[name] {
+		name = rest
+	}
+	if canonical, ok := propertyAliases[name]; ok {
+		return canonical
+	}
+	return name
 }
 
 // bridgeLogs forwards librdkafka's log lines into slog through a channel
