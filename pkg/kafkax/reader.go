@@ -22,7 +22,7 @@ type ReaderConfig struct {
 	// Default "kafkax-reader".
 	GroupID string
 	// RequestTimeout bounds each metadata, watermark and offsets-for-times
-	// request. Default 30s.
+	// request (a cancelled context ends one within a second). Default 30s.
 	RequestTimeout time.Duration
 	// IdleTimeout makes ReadRanges fail with ErrTimeout when neither a
 	// record nor an end-of-partition arrives for this long (the brokers are
@@ -98,27 +98,57 @@ func (r *Reader) Close() error {
 	return err
 }
 
-func (r *Reader) timeoutMs(ctx context.Context) (int, error) {
-	d := r.cfg.RequestTimeout
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
-		d = time.Until(dl)
+// requestSlice bounds one blocking librdkafka request of [Reader.request]:
+// the call cannot be interrupted, so this is how long a cancelled ctx (an
+// operator's Ctrl-C) may wait for it.
+const requestSlice = time.Second
+
+// request runs call, a blocking librdkafka request given its timeout in
+// milliseconds, within RequestTimeout and ctx: in slices of at most
+// requestSlice, again after each slice that ended because no broker
+// answered in time, until one answers, ctx ends or the time is up.
+func (r *Reader) request(ctx context.Context, call func(ms int) error) error {
+	deadline := time.Now().Add(r.cfg.RequestTimeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
 	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return context.DeadlineExceeded
+		}
+		err := call(max(1, int(min(left, requestSlice).Milliseconds())))
+		if !noAnswerYet(err) || time.Until(deadline) <= 0 {
+			return err
+		}
 	}
-	if d <= 0 {
-		return 0, context.DeadlineExceeded
+}
+
+// noAnswerYet reports a request that ended because no broker answered in
+// its time (librdkafka keeps connecting meanwhile), not because of what a
+// broker said.
+func noAnswerYet(err error) bool {
+	var ke kafka.Error
+	if !errors.As(err, &ke) {
+		return false
 	}
-	return max(1, int(d.Milliseconds())), nil
+	switch ke.Code() {
+	case kafka.ErrTimedOut, kafka.ErrTimedOutQueue, kafka.ErrTransport, kafka.ErrAllBrokersDown:
+		return true
+	}
+	return false
 }
 
 // Partitions returns the partition ids of topic, in ascending order.
 func (r *Reader) Partitions(ctx context.Context, topic string) ([]int32, error) {
-	ms, err := r.timeoutMs(ctx)
-	if err != nil {
-		return nil, err
-	}
-	md, err := r.c.GetMetadata(&topic, false, ms)
+	var md *kafka.Metadata
+	err := r.request(ctx, func(ms int) (err error) {
+		md, err = r.c.GetMetadata(&topic, false, ms)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("kafka metadata of %s: %w", topic, err)
 	}
@@ -140,11 +170,10 @@ func (r *Reader) Partitions(ctx context.Context, topic string) ([]int32, error) 
 // Watermarks asks the partition leader for the partition's low watermark
 // (first offset still in the log) and high watermark (one past the last).
 func (r *Reader) Watermarks(ctx context.Context, topic string, partition int32) (low, high int64, err error) {
-	ms, err := r.timeoutMs(ctx)
-	if err != nil {
-		return 0, 0, err
-	}
-	low, high, err = r.c.QueryWatermarkOffsets(topic, partition, ms)
+	err = r.request(ctx, func(ms int) (err error) {
+		low, high, err = r.c.QueryWatermarkOffsets(topic, partition, ms)
+		return err
+	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("kafka watermarks of %s/%d: %w", topic, partition, err)
 	}
@@ -155,13 +184,13 @@ func (r *Reader) Watermarks(ctx context.Context, topic string, partition int32) 
 // timestamp is at or after t; every earlier offset holds an earlier
 // timestamp. ok is false when no record is that recent.
 func (r *Reader) OffsetForTime(ctx context.Context, topic string, partition int32, t time.Time) (offset int64, ok bool, err error) {
-	ms, err := r.timeoutMs(ctx)
-	if err != nil {
-		return 0, false, err
-	}
-	res, err := r.c.OffsetsForTimes([]kafka.TopicPartition{{
-		Topic: &topic, Partition: partition, Offset: kafka.Offset(t.UnixMilli()),
-	}}, ms)
+	var res []kafka.TopicPartition
+	err = r.request(ctx, func(ms int) (err error) {
+		res, err = r.c.OffsetsForTimes([]kafka.TopicPartition{{
+			Topic: &topic, Partition: partition, Offset: kafka.Offset(t.UnixMilli()),
+		}}, ms)
+		return err
+	})
 	if err != nil {
 		return 0, false, fmt.Errorf("kafka offsets for time of %s/%d: %w", topic, partition, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -225,4 +227,54 @@ func TestReader(t *testing.T) {
 		}
 		require.Empty(t, offsets.Offsets()[b.topic])
 	})
+}
+
+// TestReaderRequestsEndSoonAfterCancel: a metadata request to a broker that
+// accepts connections and never answers (a frozen broker, a blackhole) ends
+// within about a slice of its context's end, not after RequestTimeout: an
+// operator's Ctrl-C stops a tool promptly.
+func TestReaderRequestsEndSoonAfterCancel(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+
+	r, err := NewReader(slog.New(slog.NewTextHandler(io.Discard, nil)), ReaderConfig{
+		ClientConfig:   ClientConfig{BootstrapServers: ln.Addr().String(), ClientID: "reader-cancel-test"},
+		RequestTimeout: 20 * time.Second,
+	})
+	require.NoError(t, err)
+	defer r.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	start := time.Now()
+	_, err = r.Partitions(ctx, "any")
+	took := time.Since(start)
+	require.Error(t, err)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Less(t, took, 300*time.Millisecond+requestSlice+time.Second,
+		"the request ran on after its context ended (RequestTimeout is 20s)")
 }
