@@ -82,7 +82,7 @@ func NewConsumer(logger *slog.Logger, cfg ConsumerConfig) (*Consumer, error) {
 	c, err := kafka.NewConsumer(&m)
 	if err != nil {
 		stopLogs()
-		return nil, fmt.Errorf("create kafka consumer: %w", err)
+		return nil, createError("kafka consumer", err)
 	}
 	return &Consumer{logger: logger, topic: cfg.Topic, c: c, stopLogs: stopLogs}, nil
 }

@@ -154,3 +154,32 @@ func classify(ctx context.Context, err error) error {
 	}
 	return err
 }
+
+// PropertyError is a client that librdkafka refused to create because of
+// its configuration: an unknown property, a value out of range, settings
+// that contradict each other. Only the operator's KAFKA_*PROPERTY_*
+// variables (or the service's own settings behind them) can cause it, so
+// it is a deployment error: Setting makes the mains exit with status 2.
+type PropertyError struct {
+	// Client is what was being created: "kafka producer", "kafka consumer".
+	Client string
+	Err    error
+}
+
+func (e *PropertyError) Error() string {
+	return fmt.Sprintf("create %s: %v (check the KAFKA_PROPERTY_*, KAFKA_CONSUMER_PROPERTY_* and KAFKA_PRODUCER_PROPERTY_* variables)", e.Client, e.Err)
+}
+
+func (e *PropertyError) Unwrap() error { return e.Err }
+
+// Setting names the variables behind the error.
+func (e *PropertyError) Setting() string { return "KAFKA_*PROPERTY_*" }
+
+// createError wraps the error of creating client.
+func createError(client string, err error) error {
+	var ke kafka.Error
+	if errors.As(err, &ke) && ke.Code() == kafka.ErrInvalidArg {
+		return &PropertyError{Client: client, Err: err}
+	}
+	return fmt.Errorf("create %s: %w", client, err)
+}

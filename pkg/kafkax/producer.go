@@ -151,7 +151,7 @@ func (pr *Producer) newClient() (*kafka.Producer, error) {
 	p, err := kafka.NewProducer(&m)
 	if err != nil {
 		stopLogs()
-		return nil, fmt.Errorf("create kafka producer: %w", err)
+		return nil, createError("kafka producer", err)
 	}
 	pr.stopLogs[p] = stopLogs // callers hold pr.mu or own pr exclusively
 	go pr.drainEvents(p.Events())

@@ -125,3 +125,24 @@ func TestClosedProducerIsNotAttempted(t *testing.T) {
 	require.True(t, IsNotAttempted(errs[0]))
 	require.ErrorIs(t, errs[0], record.ErrNotAttempted, "wrapped for callers without the client library")
 }
+
+// TestCreateRefusesBadPropertiesAsSettingErrors: a client librdkafka will
+// not create from the operator's properties fails with a *PropertyError
+// (a deployment error: the mains exit 2) that names the property family
+// and never a value.
+func TestCreateRefusesBadPropertiesAsSettingErrors(t *testing.T) {
+	t.Parallel()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cc := ClientConfig{BootstrapServers: "127.0.0.1:1", Properties: map[string]string{"bogus.prop": "S3CRETVALUE"}}
+	_, perr := NewProducer(logger, ProducerConfig{ClientConfig: cc})
+	_, cerr := NewConsumer(logger, ConsumerConfig{ClientConfig: cc, GroupID: "g", Topic: "t"})
+	_, rerr := NewReader(logger, ReaderConfig{ClientConfig: cc})
+	for _, err := range []error{perr, cerr, rerr} {
+		var pe *PropertyError
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, "KAFKA_*PROPERTY_*", pe.Setting())
+		require.Contains(t, err.Error(), "bogus.prop")
+		require.Contains(t, err.Error(), "KAFKA_PROPERTY_*")
+		require.NotContains(t, err.Error(), "S3CRETVALUE")
+	}
+}

@@ -86,7 +86,7 @@ func NewReader(logger *slog.Logger, cfg ReaderConfig) (*Reader, error) {
 	c, err := kafka.NewConsumer(&m)
 	if err != nil {
 		stopLogs()
-		return nil, fmt.Errorf("create kafka reader: %w", err)
+		return nil, createError("kafka reader", err)
 	}
 	return &Reader{logger: logger, cfg: cfg, c: c, stopLogs: stopLogs}, nil
 }
