@@ -36,7 +36,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	metrics := ingest.NewMetrics(reg)
 
 	// Tracing is off unless an OTLP endpoint is configured (OTEL_*).
-	tp, err := tracing.New(ctx, "route-passport-ingestor", buildVersion())
+	tp, err := tracing.New(ctx, base, "route-passport-ingestor", buildVersion())
 	if err != nil {
 		return err
 	}

@@ -88,7 +88,7 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 
 	// Tracing is off unless OTEL_EXPORTER_OTLP_ENDPOINT is set; spans still
 	// in the exporter's queue are flushed at exit.
-	tp, err := tracing.New(ctx, "outbox-relay", buildVersion())
+	tp, err := tracing.New(ctx, logger, "outbox-relay", buildVersion())
 	if err != nil {
 		return err
 	}

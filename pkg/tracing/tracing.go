@@ -6,8 +6,8 @@ package tracing
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -38,6 +38,10 @@ type Error struct {
 
 func (e *Error) Error() string { return fmt.Sprintf("tracing: %s: %s", e.Var, e.Reason) }
 
+// Setting makes an *Error a configuration error to the mains (exit status
+// 2: fix the deployment, retrying will not help).
+func (e *Error) Setting() string { return e.Var }
+
 // New returns the provider the process environment asks for (the
 // exporters and the SDK read it too, so there is no other source to pass).
 //
@@ -49,7 +53,12 @@ func (e *Error) Error() string { return fmt.Sprintf("tracing: %s: %s", e.Var, e.
 // OTEL_TRACES_SAMPLER and its argument, OTEL_SERVICE_NAME,
 // OTEL_RESOURCE_ATTRIBUTES); service is the name used when
 // OTEL_SERVICE_NAME is unset.
-func New(ctx context.Context, service, version string) (*Provider, error) {
+//
+// With export on, New first rejects, with an *Error, any of those values
+// the SDK would drop or replace by a default, and sends the SDK's own
+// diagnostics to logger from then on. With export off it reads nothing
+// else, so stale values do no harm.
+func New(ctx context.Context, logger *slog.Logger, service, version string) (*Provider, error) {
 	getenv := os.Getenv
 	off := &Provider{TracerProvider: noop.NewTracerProvider(), Shutdown: func(context.Context) error { return nil }}
 	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
@@ -70,32 +79,41 @@ func New(ctx context.Context, service, version string) (*Provider, error) {
 	if proto == "" {
 		protoVar, proto = "OTEL_EXPORTER_OTLP_PROTOCOL", getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
 	}
-	var (
-		exporter sdktrace.SpanExporter
-		err      error
-	)
 	switch proto {
-	case "", "http/protobuf":
-		exporter, err = otlptracehttp.New(ctx)
-	case "grpc":
-		exporter, err = otlptracegrpc.New(ctx)
+	case "", "http/protobuf", "grpc":
 	default:
 		return nil, &Error{Var: protoVar, Reason: fmt.Sprintf("%q is not supported (http/protobuf or grpc)", proto)}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("tracing: start OTLP exporter: %w", err)
+	grpc := proto == "grpc"
+	if err := validateEnv(getenv, grpc); err != nil {
+		return nil, err
 	}
+	routeDiagnostics(logger)
 
 	// WithFromEnv comes after the default name so that OTEL_SERVICE_NAME
-	// and OTEL_RESOURCE_ATTRIBUTES win over it.
+	// and OTEL_RESOURCE_ATTRIBUTES win over it. Its only partial result,
+	// entries of OTEL_RESOURCE_ATTRIBUTES it drops, validateEnv has
+	// rejected, so any error here is one to stop on. Built before the
+	// exporter, which would otherwise be left open.
 	res, err := resource.New(ctx,
 		resource.WithTelemetrySDK(),
 		resource.WithAttributes(semconv.ServiceName(service), semconv.ServiceVersion(version)),
 		resource.WithFromEnv(),
 	)
-	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
+	if err != nil {
 		return nil, fmt.Errorf("tracing: build resource: %w", err)
 	}
+
+	var exporter sdktrace.SpanExporter
+	if grpc {
+		exporter, err = otlptracegrpc.New(ctx)
+	} else {
+		exporter, err = otlptracehttp.New(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tracing: start OTLP exporter: %w", err)
+	}
+
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
 	return &Provider{TracerProvider: tp, Enabled: true, Shutdown: tp.Shutdown}, nil
 }

@@ -3,6 +3,7 @@ package tracing
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -10,10 +11,12 @@ import (
 	"github.com/pcp/route-processing/pkg/testenv"
 )
 
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
 func TestExportIsOffWithoutAnEndpoint(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
-	p, err := New(context.Background(), "svc", "test")
+	p, err := New(context.Background(), discard(), "svc", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +32,7 @@ func TestExportIsOffWithoutAnEndpoint(t *testing.T) {
 func TestNoneExporterTurnsExportOff(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
 	t.Setenv("OTEL_TRACES_EXPORTER", "none")
-	p, err := New(context.Background(), "svc", "test")
+	p, err := New(context.Background(), discard(), "svc", "test")
 	if err != nil || p.Enabled {
 		t.Fatalf("New = %+v, %v; want disabled, no error", p, err)
 	}
@@ -38,7 +41,7 @@ func TestNoneExporterTurnsExportOff(t *testing.T) {
 func TestAnUnknownProtocolNamesTheVariable(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
-	_, err := New(context.Background(), "svc", "test")
+	_, err := New(context.Background(), discard(), "svc", "test")
 	var te *Error
 	if !errors.As(err, &te) || te.Var != "OTEL_EXPORTER_OTLP_PROTOCOL" {
 		t.Fatalf("New error = %v, want a tracing.Error naming OTEL_EXPORTER_OTLP_PROTOCOL", err)
@@ -55,7 +58,7 @@ func TestSpansReachARealOTLPHTTPEndpointUnderTheInputsTrace(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 	t.Setenv("OTEL_SERVICE_NAME", "ingestor-under-test")
 
-	p, err := New(context.Background(), "default-name", "test")
+	p, err := New(context.Background(), discard(), "default-name", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +102,7 @@ func TestSpansReachARealOTLPHTTPEndpointUnderTheInputsTrace(t *testing.T) {
 
 func TestExtractIgnoresAMalformedTraceparent(t *testing.T) {
 	rec := record.Record{Headers: []record.Header{{Key: "traceparent", Value: []byte("not-a-traceparent")}}}
-	p, err := New(context.Background(), "svc", "test")
+	p, err := New(context.Background(), discard(), "svc", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
