@@ -121,6 +121,10 @@ func TestServesHealthAndMetricsWithOnlyRequiredVariables(t *testing.T) {
 	require.Contains(t, body, "route_passport_ingest_success_total")
 	code, _ = get("/readyz")
 	require.Equal(t, 503, code)
+	// Nothing fails while nothing is consumed: the log still says why.
+	require.Eventually(t, func() bool {
+		return strings.Contains(stderr.String(), "postgres not reachable yet")
+	}, 10*time.Second, 50*time.Millisecond, "log: %s", &stderr)
 
 	cancel()
 	select {

@@ -22,6 +22,8 @@ type health struct {
 	// failure was seen and no success since (consumption pauses).
 	down   atomic.Bool
 	outage atomic.Bool
+	// warned: unreached logged since the dependency last worked.
+	warned atomic.Bool
 	mu     sync.Mutex
 	since  time.Time
 	// wake: a probe succeeded; calls: the calls outstanding.
@@ -59,6 +61,7 @@ func (h *health) okIf(ctx context.Context, mayEnd func() bool) {
 	}
 	h.down.Store(false)
 	h.outage.Store(false)
+	h.warned.Store(false)
 	h.ready.Set(h.component, "")
 	if !h.since.IsZero() {
 		h.logger.InfoContext(ctx, h.component+" is back; resuming", "outage", time.Since(h.since).Round(time.Millisecond))
@@ -66,6 +69,17 @@ func (h *health) okIf(ctx context.Context, mayEnd func() bool) {
 		h.logger.InfoContext(ctx, h.component+" is reachable")
 	}
 	h.since = time.Time{}
+}
+
+// unreached logs, once until the dependency works, why a probe of a
+// dependency not yet seen working failed (wrong password, unknown host):
+// nothing is consumed before it answers, so no call fails and nothing else
+// would say why the process is not ready. An outage logs its own line.
+func (h *health) unreached(ctx context.Context, err error) {
+	if h.outage.Load() || h.warned.Swap(true) {
+		return
+	}
+	h.logger.WarnContext(ctx, h.component+" not reachable yet; retrying", "err", err)
 }
 
 // fail marks the dependency unavailable.
@@ -228,8 +242,14 @@ func (in *Ingestor) watch(ctx context.Context, h *health, probe func(context.Con
 	for {
 		switch {
 		case h.down.Load():
-			if !probeOK(ctx, probe) {
+			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+			err := probe(pctx)
+			cancel()
+			if err != nil {
 				lastFailed = time.Now()
+				if ctx.Err() == nil {
+					h.unreached(ctx, err)
+				}
 				break
 			}
 			if n := h.calls.cancelBefore(lastFailed); n > 0 {
