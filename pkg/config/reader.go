@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 // reader keeps the first error, so each Load reads top to bottom and reports
@@ -91,21 +93,11 @@ func (r *reader) str(name, def string) string {
 	return def
 }
 
-// topic reads a Kafka topic name: 1–249 of the characters Kafka allows
-// (ASCII letters, digits, '.', '_', '-'), and neither "." nor "..". A name
-// the broker would refuse fails here, naming the variable, instead of at
-// the first produce or subscribe.
+// topic reads a Kafka topic name (record.CheckTopicName).
 func (r *reader) topic(name, def string) string {
 	v := r.str(name, def)
-	switch {
-	case len(v) > 249:
-		r.fail(name, fmt.Sprintf("is %d characters long; Kafka allows 249", len(v)))
-	case v == "." || v == "..":
-		r.fail(name, fmt.Sprintf("%q is not a valid topic name", v))
-	case strings.IndexFunc(v, func(c rune) bool {
-		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-')
-	}) >= 0:
-		r.fail(name, fmt.Sprintf("%q has a character Kafka does not allow in a topic name (letters, digits, '.', '_', '-')", v))
+	if err := record.CheckTopicName(v); err != nil {
+		r.fail(name, err.Error())
 	}
 	return v
 }

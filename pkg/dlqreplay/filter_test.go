@@ -164,7 +164,8 @@ func TestParseArgs(t *testing.T) {
 		{name: "bad category", args: []string{"--category", "POISON"}, wantErr: `"POISON" is not one of CONTRACT, RETRYABLE, FATAL`},
 		{name: "unknown flag", args: []string{"--topic", "x"}, wantErr: "flag provided but not defined: -topic"},
 		{name: "positional argument", args: []string{"--dry-run", "extra"}, wantErr: `unexpected argument "extra"`},
-		{name: "empty target", args: []string{"--to", ""}, wantErr: "--to: empty topic"},
+		{name: "empty target", args: []string{"--to", ""}, wantErr: "--to: topic is empty"},
+		{name: "target Kafka would refuse", args: []string{"--to", "bad topic/x"}, wantErr: "--to: topic \"bad topic/x\" has a character Kafka does not allow"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

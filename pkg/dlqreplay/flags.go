@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pcp/route-processing/pkg/dlq"
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 // Usage is the help text of `ingestor dlq-replay`.
@@ -109,8 +110,10 @@ func ParseArgs(args []string) (Options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if o.To == "" && isFlagSet(fs, "to") {
-		return o, errors.New("--to: empty topic")
+	if isFlagSet(fs, "to") {
+		if err := record.CheckTopicName(o.To); err != nil {
+			return o, fmt.Errorf("--to: topic %w", err)
+		}
 	}
 	if err := o.Filter.Validate(); err != nil {
 		return o, err
