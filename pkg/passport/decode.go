@@ -150,7 +150,9 @@ func (d *decoder) raw(sp span) []byte { return d.b[sp.start:sp.end] }
 
 // text decodes a string value. Escapes that stand for an unpaired UTF-16
 // surrogate are rejected: such a string cannot be stored or re-emitted as
-// UTF-8 without silently changing it.
+// UTF-8 without silently changing it. So is \u0000: PostgreSQL's text
+// cannot hold a NUL character, and the database would refuse the record
+// (as a per-record rejection, without naming the field) after its retries.
 func (d *decoder) text(sp span, field string) (string, *ContractError) {
 	body := d.b[sp.start+1 : sp.end-1]
 	if bytes.IndexByte(body, '\\') < 0 {
@@ -160,6 +162,9 @@ func (d *decoder) text(sp span, field string) (string, *ContractError) {
 	d.buf = out
 	if lone {
 		return "", fieldErr(field, "contains an unpaired UTF-16 surrogate escape")
+	}
+	if bytes.IndexByte(out, 0) >= 0 {
+		return "", fieldErr(field, `contains a NUL character (\u0000), which PostgreSQL cannot store`)
 	}
 	return string(out), nil
 }
