@@ -71,7 +71,13 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	defer func() {
+		// Bounded: a hung server never takes its connections back (see
+		// store.ClosePool), and the process must exit within 30 s.
+		if !store.ClosePool(pool, 2*time.Second) {
+			logger.Warn("database connections did not close in time; dropping them")
+		}
+	}()
 	passports := store.NewPassports(pool, cfg.OutboxMaxAttempts)
 
 	client := kafkax.ClientConfig{

@@ -68,7 +68,7 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	defer store.ClosePool(pool, poolCloseWait)
 	ob := store.NewOutbox(pool)
 
 	switch cmd {

@@ -75,3 +75,41 @@ func TestReadOnlyIsAnOutage(t *testing.T) {
 		require.Equal(t, store.KindUnavailable, store.Classify(&pgconn.PgError{Code: code}), code)
 	}
 }
+
+// TestClosePoolGivesUpOnAConnectionThatIsNotReturned: a connection busy in
+// a statement the server does not finish (here a long sleep; in production
+// a hung server) keeps pgxpool's Close waiting; ClosePool returns after its
+// wait instead.
+func TestClosePoolGivesUpOnAConnectionThatIsNotReturned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := store.Open(ctx, testenv.DatabaseURL(t), "test")
+	require.NoError(t, err)
+
+	qctx, cancelQuery := context.WithCancel(ctx)
+	running := make(chan struct{})
+	queryDone := make(chan struct{})
+	go func() {
+		defer close(queryDone)
+		conn, err := pool.Acquire(qctx)
+		if err != nil {
+			close(running)
+			return
+		}
+		defer conn.Release()
+		close(running)
+		_, _ = conn.Exec(qctx, "select pg_sleep(60)")
+	}()
+	<-running
+	time.Sleep(100 * time.Millisecond) // the sleep has been sent
+
+	start := time.Now()
+	closed := store.ClosePool(pool, 500*time.Millisecond)
+	took := time.Since(start)
+	cancelQuery()
+	<-queryDone
+	require.False(t, closed, "the pool closed although a connection was still busy")
+	require.Less(t, took, 5*time.Second)
+
+	require.True(t, store.ClosePool(pool, 10*time.Second), "once the connection is back, the close completes")
+}

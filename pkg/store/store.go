@@ -91,6 +91,27 @@ func Open(ctx context.Context, databaseURL, application string) (*pgxpool.Pool, 
 	return pool, nil
 }
 
+// ClosePool closes pool, waiting at most wait, and reports whether it
+// closed in time. pgxpool's Close waits until every connection has been
+// returned and has said goodbye to the server, which never happens while
+// the server or the link hangs (a frozen primary, a blackhole): a relay
+// stopping then took 33 s, past the 30 s of contract §5. When it gives up,
+// the exiting process drops the connections, and the server ends their
+// sessions (and rolls back what was open) when it notices.
+func ClosePool(pool *pgxpool.Pool, wait time.Duration) bool {
+	closed := make(chan struct{})
+	go func() {
+		pool.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		return true
+	case <-time.After(wait):
+		return false
+	}
+}
+
 // configureConn applies the connect timeout and the dead-link detection of
 // [Open] to one connection's configuration (the pool's, the listener's).
 func configureConn(cfg *pgx.ConnConfig) {
