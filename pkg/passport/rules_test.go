@@ -402,6 +402,11 @@ func TestJSONText(t *testing.T) {
 		ok("large object without duplicate", baseDoc().data1("assets", manyKeys(100))),
 		ok("same name in sibling objects", baseDoc().data1("assets", `{"a":{"x":1},"b":{"x":1}}`)),
 		ok("lone surrogate in ignored string", baseDoc().data1("assets", `{"note":"\udc00"}`)),
+		// A path names at most 128 bytes of a member name (a DLQ header).
+		bad("long duplicate name", baseDoc().data1("assets", `{"`+strings.Repeat("n", 100_000)+`":1,"`+strings.Repeat("n", 100_000)+`":2}`),
+			"data.assets."+strings.Repeat("n", 128)+"…"),
+		bad("long duplicate name, multibyte", baseDoc().data1("assets", `{"`+strings.Repeat("é", 100)+`":1,"`+strings.Repeat("é", 100)+`":2}`),
+			"data.assets."+strings.Repeat("é", 64)+"…"),
 		badRaw("duplicate in an ignored envelope member", `{"":{"c":1,"c":2},"data":{}}`, ".c"),
 		bad("distinct lone surrogate names", baseDoc().data1("assets", `{"\ud800":1,"\ud801":2,"\ud800":3}`), ""),
 		{name: "over the size limit", in: []byte(valid), lim: passport.Limits{MaxValueBytes: len(valid) - 1}},

@@ -577,7 +577,7 @@ func (s *scanner) path() string {
 			if i > 0 {
 				p = append(p, '.')
 			}
-			p = append(p, s.keyBytes(f.key)...)
+			p = appendName(p, s.keyBytes(f.key))
 			continue
 		}
 		p = append(p, '[')
@@ -590,6 +590,24 @@ func (s *scanner) path() string {
 		return ""
 	}
 	return string(p)
+}
+
+// maxPathName bounds a member name in a field path. The path goes into a
+// DLQ header, the exception message and the log; names come from the
+// producer, and a 200,000-character one made each of them 200 KB.
+const maxPathName = 128
+
+// appendName appends name to a field path, cut after maxPathName bytes
+// (at a character boundary) and marked with "…" when longer.
+func appendName(p, name []byte) []byte {
+	if len(name) <= maxPathName {
+		return append(p, name...)
+	}
+	cut := maxPathName
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return append(append(p, name[:cut]...), "…"...)
 }
 
 func isHex4(b []byte) bool {
