@@ -99,6 +99,7 @@ type Relay struct {
 
 	// Wake-up mode (wakeup.go).
 	lastNotify atomic.Int64 // unix nanos of the last NOTIFY
+	connected  atomic.Int64 // unix nanos of the listener's last (re)connect
 	misses     atomic.Int64 // polls in a row that found unannounced rows
 	modeMu     sync.Mutex
 	mode       string

@@ -100,3 +100,32 @@ func TestBacklogWakesTheOtherWorkers(t *testing.T) {
 	require.Eventually(t, func() bool { return q.publishedCount() == 200 }, 10*time.Second, 5*time.Millisecond)
 	require.Equal(t, int64(3), maxInFlight.Load(), "batches published at once")
 }
+
+// TestRowsFromBeforeTheListenerReconnectedAreNoMiss: a poll that finds rows
+// created while the listener was disconnected (their notifications were
+// lost: PostgreSQL restarted) does not conclude that notifications do not
+// arrive; one that finds a row created since the reconnect, unannounced,
+// does.
+func TestRowsFromBeforeTheListenerReconnectedAreNoMiss(t *testing.T) {
+	t.Parallel()
+	r := newTestRelay(t, &fakeOutbox{}, &fakePublisher{}, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mode := func() string {
+		r.modeMu.Lock()
+		defer r.modeMu.Unlock()
+		return r.mode
+	}
+
+	prevClaim := time.Now()
+	rows := testRows(1)
+	rows[0].CreatedAt = prevClaim.Add(time.Millisecond) // after the last claim, while nobody listened
+	time.Sleep(5 * time.Millisecond)
+	r.Connected(ctx)
+	r.notePoll(ctx, prevClaim, rows)
+	require.NotEqual(t, modePoll, mode(), "rows from before the reconnect count as a miss")
+
+	rows[0].CreatedAt = time.Now().Add(time.Millisecond)
+	r.notePoll(ctx, prevClaim, rows)
+	require.Equal(t, modePoll, mode(), "a row created after the reconnect, never announced, is a miss")
+}

@@ -44,6 +44,7 @@ type Notifier interface {
 // only when a poll happens to find rows nobody announced (notePoll), which
 // a busy relay may never do.
 func (r *Relay) Connected(ctx context.Context) {
+	r.connected.Store(time.Now().UnixNano())
 	r.Wake()
 	if r.notifier != nil {
 		go r.probeListener(ctx)
@@ -88,14 +89,21 @@ func (r *Relay) Notified() {
 // claim returned. Rows created after prevClaim, with no notification since,
 // were never announced: behind PgBouncer in transaction mode LISTEN
 // succeeds and hears nothing. Rows due again after a retry are old and do
-// not count.
+// not count, nor do rows created before the listener's last (re)connect:
+// their notifications went while nobody listened (PostgreSQL restarted),
+// and counting them made every restart log that notifications do not
+// arrive.
 func (r *Relay) notePoll(ctx context.Context, prevClaim time.Time, rows []outbox.Row) {
 	if len(rows) == 0 || r.lastNotify.Load() > prevClaim.UnixNano() {
 		return
 	}
+	since := prevClaim
+	if c := time.Unix(0, r.connected.Load()); c.After(since) {
+		since = c
+	}
 	fresh := false
 	for i := range rows {
-		if rows[i].CreatedAt.After(prevClaim) {
+		if rows[i].CreatedAt.After(since) {
 			fresh = true
 			break
 		}
