@@ -265,6 +265,14 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"AlertForNotPrometheusDuration", []string{"--set", "prometheusRule.notReadyFor=1.5h"}, "notReadyFor"},
 		{"BloatRatioZero", []string{"--set", "prometheusRule.deadTuplesRatio=0"}, "deadTuplesRatio"},
 		{"MinAboveMax", []string{"--set", "ingestor.autoscaling.minReplicas=9"}, "minReplicas (9) must be <= maxReplicas"},
+		{"TopicKafkaRefuses", []string{"--set", "topics.input=bad/topic"}, "input"},
+		{"TopicDot", []string{"--set", "topics.inputDlq=.."}, "inputDlq"},
+		{"DeadLettersIntoTheInput", []string{"--set", "topics.inputDlq=in", "--set", "topics.input=in"}, "topics.inputDlq must differ from topics.input"},
+		{"EventsIntoTheDeadLetters", []string{"--set", "topics.routeGeoreference=dlq", "--set", "topics.inputDlq=dlq"}, "topics.routeGeoreference must differ from topics.inputDlq"},
+		{"BootstrapPortNotANumber", []string{"--set", "kafka.bootstrapServers=kafka:abc"}, "bootstrapServers"},
+		{"BootstrapBareIPv6", []string{"--set", "kafka.bootstrapServers=fe80::1:9092"}, "bootstrapServers"},
+		{"BlankConsumerGroup", []string{"--set", "kafka.consumerGroup=  "}, "consumerGroup"},
+		{"MaxAttemptsAboveTheRelaysBound", []string{"--set", "outbox.maxAttempts=2000000"}, "maxAttempts"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -353,6 +361,9 @@ func TestDefaultRender(t *testing.T) {
 			pdb := r.pdbs[tc.name]
 			require.NotNil(t, pdb, "PDB %s", tc.name)
 			require.Equal(t, d.Spec.Selector.MatchLabels, pdb.Spec.Selector.MatchLabels)
+			// Unready pods (a dependency outage) must not block node drains.
+			require.NotNil(t, pdb.Spec.UnhealthyPodEvictionPolicy)
+			require.Equal(t, policyv1.AlwaysAllow, *pdb.Spec.UnhealthyPodEvictionPolicy)
 		})
 	}
 
@@ -363,7 +374,8 @@ func TestDefaultRender(t *testing.T) {
 		rel := envByName(r.deployments[relayName].Spec.Template.Spec.Containers[0])
 		require.Equal(t, "500", rel["OUTBOX_BATCH_SIZE"].Value)
 		require.Equal(t, "1s", rel["OUTBOX_POLL_INTERVAL"].Value)
-		require.Equal(t, "30s", rel["OUTBOX_PUBLISH_TIMEOUT"].Value)
+		_, publishSet := rel["OUTBOX_PUBLISH_TIMEOUT"]
+		require.False(t, publishSet, "unset: the relay derives it from the lease (a fixed 30s refuses leases of 30s or less)")
 		require.Equal(t, "24h", rel["OUTBOX_RETENTION"].Value)
 		require.Equal(t, "10s", rel["OUTBOX_RETENTION_INTERVAL"].Value)
 		require.Equal(t, "5000", rel["OUTBOX_RETENTION_BATCH"].Value)
@@ -481,8 +493,23 @@ func TestMigrationJob(t *testing.T) {
 		}
 	}
 	env := envByName(c)
-	requireSecretRef(t, env["DATABASE_URL"], "pcp-route-processing-db", "url")
+	requireSecretRef(t, env["DATABASE_URL"], "pcp-route-processing-db", "direct-url") // database.migrateKey
+	_, listen := env["DATABASE_LISTEN_URL"]
+	require.False(t, listen, "only the relay listens")
 	require.Equal(t, "kafka-0.kafka:9093,kafka-1.kafka:9093", env["KAFKA_BOOTSTRAP_SERVERS"].Value)
+	// The operator's extras (a database CA) reach the migration as they
+	// reach the Deployments.
+	require.Equal(t, "/etc/pg-ca/ca.crt", env["PGSSLROOTCERT"].Value)
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m.MountPath
+	}
+	require.Equal(t, "/etc/pg-ca", mounts["pg-ca"])
+	volumes := map[string]bool{}
+	for _, v := range pod.Volumes {
+		volumes[v.Name] = true
+	}
+	require.True(t, volumes["pg-ca"], "the mounted volume exists")
 	require.Equal(t, "text", env["LOG_FORMAT"].Value)
 	require.NotContains(t, r.accounts, pod.ServiceAccountName, "the chart's ServiceAccount does not exist yet")
 	require.Equal(t, "pcp-migrate", pod.ServiceAccountName)
@@ -491,6 +518,29 @@ func TestMigrationJob(t *testing.T) {
 		r := render(t, "-f", ciValues("default"), "--set", "migration.enabled=false")
 		require.Empty(t, r.jobs)
 	})
+
+	t.Run("WithoutMigrateKey", func(t *testing.T) {
+		r := render(t, "-f", ciValues("default"))
+		c := r.jobs[fullname+"-migrate"].Spec.Template.Spec.Containers[0]
+		requireSecretRef(t, envByName(c)["DATABASE_URL"], "pcp-route-processing-db", "DATABASE_URL")
+	})
+}
+
+// TestRelayListenURL: database.listenKey gives the relay (only) a
+// DATABASE_LISTEN_URL from the database Secret.
+func TestRelayListenURL(t *testing.T) {
+	t.Parallel()
+	r := render(t, "-f", ciValues("all-features"))
+	rel := envByName(r.deployments[relayName].Spec.Template.Spec.Containers[0])
+	requireSecretRef(t, rel["DATABASE_URL"], "pcp-route-processing-db", "url")
+	requireSecretRef(t, rel["DATABASE_LISTEN_URL"], "pcp-route-processing-db", "direct-url")
+	ing := envByName(r.deployments[ingestorName].Spec.Template.Spec.Containers[0])
+	_, listen := ing["DATABASE_LISTEN_URL"]
+	require.False(t, listen)
+
+	r = render(t, "-f", ciValues("default"))
+	_, listen = envByName(r.deployments[relayName].Spec.Template.Spec.Containers[0])["DATABASE_LISTEN_URL"]
+	require.False(t, listen, "no listenKey, no DATABASE_LISTEN_URL")
 }
 
 func TestSecretsStayInSecrets(t *testing.T) {

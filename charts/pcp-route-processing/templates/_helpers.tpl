@@ -106,15 +106,24 @@ OUTBOX_MESSAGE_KEY: {{ .Values.outbox.messageKey | quote }}
 {{- end }}
 
 {{/*
-Secret env vars: DATABASE_URL and secret librdkafka properties, always through
-secretKeyRef on EXISTING Secrets. Pass (dict "ctx" $ "kafka" true|false).
+Secret env vars: DATABASE_URL (from "key" when given, else database.key),
+DATABASE_LISTEN_URL ("listen" true and database.listenKey set) and secret
+librdkafka properties ("kafka" true), always through secretKeyRef on EXISTING
+Secrets.
 */}}
 {{- define "pcp.secretEnv" -}}
 - name: DATABASE_URL
   valueFrom:
     secretKeyRef:
       name: {{ .ctx.Values.database.existingSecret | quote }}
-      key: {{ .ctx.Values.database.key | quote }}
+      key: {{ .key | default .ctx.Values.database.key | quote }}
+{{- if and .listen .ctx.Values.database.listenKey }}
+- name: DATABASE_LISTEN_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ .ctx.Values.database.existingSecret | quote }}
+      key: {{ .ctx.Values.database.listenKey | quote }}
+{{- end }}
 {{- if .kafka }}
 {{- range $prop, $key := .ctx.Values.kafka.secretProperties }}
 - name: {{ include "pcp.kafkaPropertyEnv" $prop }}
@@ -179,7 +188,7 @@ spec:
         - configMapRef:
             name: {{ include "pcp.config.fullname" $ctx }}
       env:
-        {{- include "pcp.secretEnv" (dict "ctx" $ctx "kafka" true) | nindent 8 }}
+        {{- include "pcp.secretEnv" (dict "ctx" $ctx "kafka" true "listen" (eq .component "outbox-relay")) | nindent 8 }}
         {{- .env | nindent 8 }}
         {{- with $ctx.Values.extraEnv }}
         {{- toYaml . | nindent 8 }}

@@ -1,5 +1,12 @@
 {{- /* Cross-field checks that values.schema.json (draft-07) cannot express. */ -}}
 {{- define "pcp.validate" -}}
+{{- $t := .Values.topics }}
+{{- /* As the binaries refuse at start: a dead letter consumed again forever, events consumed as input. */ -}}
+{{- range $c := list (list "inputDlq" $t.inputDlq "input" $t.input) (list "processedRoute" $t.processedRoute "input" $t.input) (list "routeGeoreference" $t.routeGeoreference "input" $t.input) (list "processedRoute" $t.processedRoute "inputDlq" $t.inputDlq) (list "routeGeoreference" $t.routeGeoreference "inputDlq" $t.inputDlq) }}
+{{- if eq (index $c 1) (index $c 3) }}
+{{- fail (printf "topics.%s must differ from topics.%s (both %s)" (index $c 0) (index $c 2) (index $c 1)) }}
+{{- end }}
+{{- end }}
 {{- range $c := list (dict "name" "ingestor" "v" .Values.ingestor) (dict "name" "relay" "v" .Values.relay) }}
 {{- if gt (int $c.v.autoscaling.minReplicas) (int $c.v.autoscaling.maxReplicas) }}
 {{- fail (printf "%s.autoscaling.minReplicas (%v) must be <= maxReplicas (%v)" $c.name $c.v.autoscaling.minReplicas $c.v.autoscaling.maxReplicas) }}
