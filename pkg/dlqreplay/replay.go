@@ -84,12 +84,22 @@ type Result struct {
 	// Failed is how many were sent but not acknowledged; they may still
 	// have been delivered (at least once).
 	Failed int
+	// Omitted is how many selected records were not sent because the DLQ
+	// holds them without their value (dlq.HeaderValueOmitted): replayed,
+	// each would be an empty record (a tombstone, on a compacted topic a
+	// delete of its key) and dead-lettered again for that.
+	Omitted int
 }
 
 // String is the summary line, e.g.
-// "selected=3 replayed=3 skipped=7 failed=0 scanned=10".
+// "selected=3 replayed=3 skipped=7 failed=0 scanned=10" (and " omitted=N"
+// when some were).
 func (r Result) String() string {
-	return fmt.Sprintf("selected=%d replayed=%d skipped=%d failed=%d scanned=%d", r.Selected, r.Replayed, r.Skipped, r.Failed, r.Scanned)
+	s := fmt.Sprintf("selected=%d replayed=%d skipped=%d failed=%d scanned=%d", r.Selected, r.Replayed, r.Skipped, r.Failed, r.Scanned)
+	if r.Omitted > 0 {
+		s += fmt.Sprintf(" omitted=%d", r.Omitted)
+	}
+	return s
 }
 
 // ErrDeliveryFailed is returned when a replayed record was not acknowledged.
@@ -177,6 +187,11 @@ func (r *Replayer) Run(ctx context.Context) (Result, error) {
 			return nil
 		}
 		res.Selected++
+		if info.ValueOmittedBytes > 0 {
+			res.Omitted++
+			fmt.Fprintf(r.out, "cannot-replay %s (the DLQ holds no value; the original is at original_partition/original_offset of the input topic while its retention lasts)\n", describe(rec, info))
+			return nil
+		}
 		if r.cfg.DryRun {
 			fmt.Fprintf(r.out, "would-replay %s\n", describe(rec, info))
 			return nil
@@ -190,8 +205,11 @@ func (r *Replayer) Run(ctx context.Context) (Result, error) {
 	if err == nil {
 		err = flush()
 	}
+	if res.Omitted > 0 {
+		r.logger.WarnContext(ctx, "selected records held without their value were not replayed", "omitted", res.Omitted)
+	}
 	if err != nil {
-		if unsent := res.Selected - res.Replayed - res.Failed; unsent > 0 && !r.cfg.DryRun {
+		if unsent := res.Selected - res.Replayed - res.Failed - res.Omitted; unsent > 0 && !r.cfg.DryRun {
 			r.logger.ErrorContext(ctx, "stopped early; selected records were not sent", "unsent", unsent)
 		}
 		return res, fmt.Errorf("dlq-replay %s -> %s: %w", r.cfg.DLQTopic, r.cfg.Topic, err)
@@ -246,6 +264,9 @@ func describe(rec record.Record, info dlq.Info) string {
 	}
 	b = fmt.Appendf(b, " category=%s field=%s exception=%s key=%s value_bytes=%d",
 		strconv.Quote(string(info.Category)), strconv.Quote(info.Field), quoteTrunc([]byte(info.ExceptionMessage), 500), keyText(rec.Key), len(rec.Value))
+	if info.ValueOmittedBytes > 0 {
+		b = fmt.Appendf(b, " value_omitted_bytes=%d", info.ValueOmittedBytes)
+	}
 	return string(b)
 }
 

@@ -236,6 +236,29 @@ func TestRun(t *testing.T) {
 		require.Contains(t, b.out.String(), `err="broker says no"`)
 	})
 
+	t.Run("a record held without its value is not replayed", func(t *testing.T) {
+		t.Parallel()
+		for _, dry := range []bool{false, true} {
+			b := setup(t)
+			omitted := dlq.OmitValue(b.reader.parts[0][0])
+			omitted.Partition, omitted.Offset = 0, 10
+			b.reader.parts[0][0] = omitted
+			res, err := b.run(t, Config{DryRun: dry, Filter: Filter{Partitions: []int32{0}}})
+			require.NoError(t, err)
+			want := Result{Scanned: 3, Selected: 3, Replayed: 2, Omitted: 1}
+			if dry {
+				want.Replayed = 0
+			}
+			require.Equal(t, want, res, "dry run %v", dry)
+			for _, m := range b.producer.sent() {
+				require.NotNil(t, m.Value, "an empty record was sent")
+			}
+			require.Contains(t, b.out.String(), "cannot-replay dlq_partition=0 dlq_offset=10 ")
+			require.Contains(t, b.out.String(), " value_omitted_bytes=25 ")
+			require.Contains(t, res.String(), " omitted=1")
+		}
+	})
+
 	t.Run("unknown partition", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
