@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -48,6 +49,10 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 	}
 	if fs.NArg() > 0 {
 		return &config.UsageError{Msg: fmt.Sprintf("%s: unexpected argument %q", cmd, fs.Arg(0))}
+	}
+	if reason != nil && !utf8.ValidString(*reason) {
+		// PostgreSQL would refuse it with an encoding error (exit 1).
+		return &config.UsageError{Msg: "pause: --reason is not valid UTF-8"}
 	}
 
 	var filter store.RequeueFilter

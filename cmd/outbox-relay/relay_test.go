@@ -134,6 +134,7 @@ func TestOps(t *testing.T) {
 			{"stats", "--bogus"},
 			{"pause", "--json"},
 			{"resume", "now"},
+			{"pause", "--reason", "\xff\xfe"},
 			{"frobnicate"},
 		} {
 			err := run(ctx, args, env, io.Discard, io.Discard)

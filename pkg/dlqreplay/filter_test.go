@@ -153,6 +153,7 @@ func TestParseArgs(t *testing.T) {
 			},
 		},
 		{name: "single dash works too", args: []string{"-to-offset", "0"}, want: Options{Filter: Filter{EndOffset: 1}}},
+		{name: "lower-case t and z (RFC 3339 allows them)", args: []string{"--since", "2026-04-28t10:00:00z"}, want: Options{Filter: Filter{Since: t0}}},
 		{name: "from equals to", args: []string{"--from-offset", "4", "--to-offset", "4"}, want: Options{Filter: Filter{FromOffset: 4, EndOffset: 5}}},
 		{name: "to before from", args: []string{"--from-offset", "5", "--to-offset", "4"}, wantErr: "to-offset 4 is before from-offset 5"},
 		{name: "negative offset", args: []string{"--from-offset", "-1"}, wantErr: "is not an offset"},

@@ -130,7 +130,8 @@ func parseOffset(s string) (int64, error) {
 }
 
 func parseTime(s string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339, s)
+	// RFC 3339 lets 'T' and 'Z' be lower case; Go's layout does not.
+	t, err := time.Parse(time.RFC3339, strings.ToUpper(s))
 	if err != nil {
 		return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time (e.g. 2026-04-28T10:00:00Z)", s)
 	}
