@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 
@@ -53,15 +52,7 @@ func TestExportErrorsAreLoggedThroughSlog(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer%20"+secret)
 	var out testenv.SyncBuffer
 
-	p, err := New(context.Background(), slog.New(slog.NewJSONHandler(&out, nil)), "svc", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, span := p.Tracer("t").Start(context.Background(), "s")
-	span.End()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = p.Shutdown(ctx) // the final batch's failure goes to the error handler
+	_ = exportOneSpan(t, slog.New(slog.NewJSONHandler(&out, nil))) // the final batch's failure goes to the error handler
 
 	mu.Lock()
 	if len(auth) == 0 || auth[0] != "Bearer "+secret {

@@ -87,19 +87,25 @@ func validateEnv(getenv func(string) string, grpc bool) error {
 
 // checkHeaders accepts what the exporters' envconfig parser keeps: entries
 // separated by commas, each name=value with a token name (spaces around it
-// allowed) and a URL-encoded value, possibly empty. Header values are
-// credentials, so errors name the entry by number, never by its text, not
-// even its name: in "Authorization:Bearer abc==" the text before the first
-// '=' holds the token.
+// allowed) and a URL-encoded value, possibly empty.
 func checkHeaders(v string) error {
-	const form = "(want comma-separated name=value, values URL-encoded)"
+	return checkEntries(v, "(want comma-separated name=value, values URL-encoded)", isHeaderName, "an empty or invalid header name")
+}
+
+// checkEntries checks a comma-separated list of key=value entries with
+// URL-encoded values, the form of the SDK's headers and resource
+// attributes: keyOK judges each trimmed key, badKey says what a key it
+// refuses is. Header values are credentials, so errors name the entry by
+// number, never by its text, not even its key: in "Authorization:Bearer
+// abc==" the text before the first '=' holds the token.
+func checkEntries(v, form string, keyOK func(string) bool, badKey string) error {
 	for i, entry := range strings.Split(strings.TrimSpace(v), ",") {
-		name, value, ok := strings.Cut(entry, "=")
+		key, value, ok := strings.Cut(entry, "=")
 		switch {
 		case !ok:
 			return fmt.Errorf("entry %d has no '=' %s", i+1, form)
-		case !isHeaderName(strings.TrimSpace(name)):
-			return fmt.Errorf("entry %d has an empty or invalid header name %s", i+1, form)
+		case !keyOK(strings.TrimSpace(key)):
+			return fmt.Errorf("entry %d has %s %s", i+1, badKey, form)
 		}
 		if _, err := url.PathUnescape(value); err != nil {
 			return fmt.Errorf("entry %d has a malformed %%XX escape in its value %s", i+1, form)
@@ -253,20 +259,7 @@ func checkSamplerArg(v, sampler string) error {
 // without '=' or with an empty key, and keeps a value with a malformed
 // escape undecoded.
 func checkResourceAttributes(v string) error {
-	const form = "(want comma-separated key=value, values URL-encoded)"
-	for i, entry := range strings.Split(strings.TrimSpace(v), ",") {
-		key, value, ok := strings.Cut(entry, "=")
-		switch {
-		case !ok:
-			return fmt.Errorf("entry %d has no '=' %s", i+1, form)
-		case strings.TrimSpace(key) == "":
-			return fmt.Errorf("entry %d has an empty key %s", i+1, form)
-		}
-		if _, err := url.PathUnescape(strings.TrimSpace(value)); err != nil {
-			return fmt.Errorf("entry %d has a malformed %%XX escape in its value %s", i+1, form)
-		}
-	}
-	return nil
+	return checkEntries(v, "(want comma-separated key=value, values URL-encoded)", func(k string) bool { return k != "" }, "an empty key")
 }
 
 // intAtLeast accepts what the SDK's strconv.Atoi does (untrimmed), from lo.

@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"log/slog"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -204,15 +205,7 @@ func TestAcceptedHeaderFormsReachTheCollector(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
 	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", " api-key = "+secret+"%20%2C , x-empty= ,x-b64=YWJj==")
 
-	p, err := New(context.Background(), discard(), "svc", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, span := p.Tracer("t").Start(context.Background(), "s")
-	span.End()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := p.Shutdown(ctx); err != nil {
+	if err := exportOneSpan(t, discard()); err != nil {
 		t.Fatal(err)
 	}
 	var h http.Header
@@ -230,6 +223,22 @@ func TestAcceptedHeaderFormsReachTheCollector(t *testing.T) {
 	if v := h.Get("X-B64"); v != "YWJj==" {
 		t.Errorf("x-b64 = %q, want YWJj==", v)
 	}
+}
+
+// exportOneSpan starts export from the environment, ends one span and
+// shuts the provider down, which flushes it; it returns the shutdown's
+// error (a failed final export).
+func exportOneSpan(t *testing.T, logger *slog.Logger) error {
+	t.Helper()
+	p, err := New(context.Background(), logger, "svc", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := p.Tracer("t").Start(context.Background(), "s")
+	span.End()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return p.Shutdown(ctx)
 }
 
 // TestNothingIsValidatedWhenExportIsOff: an operator who turns export off
