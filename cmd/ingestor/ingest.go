@@ -74,8 +74,8 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	defer func() {
 		// Bounded: a hung server never takes its connections back (see
 		// store.ClosePool), and the process must exit within 30 s.
-		if !store.ClosePool(pool, 2*time.Second) {
-			logger.Warn("database connections did not close in time; dropping them")
+		if !store.ClosePool(pool, store.PoolCloseWait) {
+			logger.Warn("database connections did not close in time; dropping them", "waited", store.PoolCloseWait)
 		}
 	}()
 	passports := store.NewPassports(pool, cfg.OutboxMaxAttempts)

@@ -73,7 +73,7 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 	if err != nil {
 		return err
 	}
-	defer store.ClosePool(pool, poolCloseWait)
+	defer store.ClosePool(pool, store.PoolCloseWait)
 	ob := store.NewOutbox(pool)
 
 	switch cmd {

@@ -28,13 +28,9 @@ func buildVersion() string {
 
 // shutdownGrace bounds how long a batch in flight at SIGTERM may keep
 // publishing; with the mark (≤ 5s), the producer's close (≤ 3s) and the
-// pool's (poolCloseWait) the process exits within the 30s of contract §5,
-// even while PostgreSQL hangs.
+// pool's (store.PoolCloseWait) the process exits within the 30s of
+// contract §5, even while PostgreSQL hangs.
 const shutdownGrace = 15 * time.Second
-
-// poolCloseWait bounds closing the database pool on the way out (see
-// store.ClosePool).
-const poolCloseWait = 2 * time.Second
 
 // runRelay wires the relay: HTTP first (so /healthz and /metrics answer
 // before Kafka or PostgreSQL do), then the pool, the producer, the LISTEN
@@ -72,8 +68,8 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 		return err
 	}
 	defer func() {
-		if !store.ClosePool(pool, poolCloseWait) {
-			log.Warn("database connections did not close in time; dropping them", "waited", poolCloseWait)
+		if !store.ClosePool(pool, store.PoolCloseWait) {
+			log.Warn("database connections did not close in time; dropping them", "waited", store.PoolCloseWait)
 		}
 	}()
 

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -15,7 +16,7 @@ const MaxTopicLen = 249
 func CheckTopicName(name string) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("is empty")
+		return errors.New("is empty")
 	case len(name) > MaxTopicLen:
 		return fmt.Errorf("is %d characters long; Kafka allows %d", len(name), MaxTopicLen)
 	case name == "." || name == "..":

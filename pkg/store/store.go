@@ -91,6 +91,11 @@ func Open(ctx context.Context, databaseURL, application string) (*pgxpool.Pool, 
 	return pool, nil
 }
 
+// PoolCloseWait is how long the binaries let [ClosePool] wait on the way
+// out: a healthy pool closes in milliseconds, and the whole shutdown must
+// fit in the 30 s of contract §5.
+const PoolCloseWait = 2 * time.Second
+
 // ClosePool closes pool, waiting at most wait, and reports whether it
 // closed in time. pgxpool's Close waits until every connection has been
 // returned and has said goodbye to the server, which never happens while
