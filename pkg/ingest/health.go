@@ -242,10 +242,7 @@ func (in *Ingestor) watch(ctx context.Context, h *health, probe func(context.Con
 	for {
 		switch {
 		case h.down.Load():
-			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-			err := probe(pctx)
-			cancel()
-			if err != nil {
+			if err := runProbe(ctx, probe); err != nil {
 				lastFailed = time.Now()
 				if ctx.Err() == nil {
 					h.unreached(ctx, err)
@@ -258,9 +255,7 @@ func (in *Ingestor) watch(ctx context.Context, h *health, probe func(context.Con
 			h.wake.broadcast()
 			h.okIf(ctx, noWorker)
 		case h.calls.oldest() >= stall:
-			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-			err := probe(pctx)
-			cancel()
+			err := runProbe(ctx, probe)
 			if stalled := h.calls.oldest(); err != nil && ctx.Err() == nil && stalled >= stall {
 				lastFailed = time.Now()
 				h.fail(ctx, fmt.Errorf("a call is outstanding for %s and a probe failed: %w", stalled.Round(time.Millisecond), err))
@@ -272,10 +267,15 @@ func (in *Ingestor) watch(ctx context.Context, h *health, probe func(context.Con
 	}
 }
 
-func probeOK(ctx context.Context, probe func(context.Context) error) bool {
+// runProbe runs probe bounded by probeTimeout.
+func runProbe(ctx context.Context, probe func(context.Context) error) error {
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	return probe(pctx) == nil
+	return probe(pctx)
+}
+
+func probeOK(ctx context.Context, probe func(context.Context) error) bool {
+	return runProbe(ctx, probe) == nil
 }
 
 // pings reports whether the database answers a ping within probeTimeout.
