@@ -184,6 +184,10 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// MaxMaxAttempts is the largest OUTBOX_MAX_ATTEMPTS: the ingestor stores it
+// in each new row, the relay enforces it.
+const MaxMaxAttempts = 1_000_000
+
 // Bounds of the lease and of the publish timeout. librdkafka takes the
 // publish timeout in whole milliseconds as its message.timeout.ms, where 0
 // means "never time out" and the largest value is 2^31−1 ms (24.8 days):
@@ -212,8 +216,8 @@ func (c Config) Validate() error {
 		return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
 	switch {
-	case c.MaxAttempts < 1 || c.MaxAttempts > 1_000_000:
-		return fail("MaxAttempts", "is %d, outside [1, 1000000]", c.MaxAttempts)
+	case c.MaxAttempts < 1 || c.MaxAttempts > MaxMaxAttempts:
+		return fail("MaxAttempts", "is %d, outside [1, %d]", c.MaxAttempts, MaxMaxAttempts)
 	case c.InitialBackoff < 0:
 		return fail("InitialBackoff", "must be positive")
 	case c.MaxBackoff < c.InitialBackoff:
