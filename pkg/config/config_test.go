@@ -28,6 +28,11 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, ":8080", ing.HTTPAddr)
 	require.Equal(t, "json", ing.LogFormat)
 	require.Equal(t, slog.LevelInfo, ing.LogLevel)
+	for in, want := range map[string]slog.Level{"debug": slog.LevelDebug, "WARN": slog.LevelWarn, "warning": slog.LevelWarn, "Warning": slog.LevelWarn, "error": slog.LevelError, "INFO+2": slog.LevelInfo + 2} {
+		c, err := LoadIngestor(env("LOG_LEVEL=" + in))
+		require.NoError(t, err, "LOG_LEVEL=%s", in)
+		require.Equal(t, want, c.LogLevel, "LOG_LEVEL=%s", in)
+	}
 	require.Equal(t, "traceId", ing.MessageKey)
 	require.Equal(t, 500, ing.Ingest.BatchSize)
 	require.Equal(t, time.Duration(0), ing.Ingest.BatchMaxWait, "natural batching")

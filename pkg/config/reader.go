@@ -187,9 +187,15 @@ func (r *reader) oneOf(name, def string, allowed ...string) string {
 	return def
 }
 
+// level takes slog's names (any letter case, with an offset such as "INFO+2")
+// and "warning", which operators coming from other loggers write for warn.
 func (r *reader) level(name string) slog.Level {
+	s := r.str(name, "info")
+	if strings.EqualFold(s, "warning") {
+		s = "warn"
+	}
 	var l slog.Level
-	if err := l.UnmarshalText([]byte(r.str(name, "info"))); err != nil {
+	if err := l.UnmarshalText([]byte(s)); err != nil {
 		r.fail(name, fmt.Sprintf("%q is not a level (debug, info, warn, error)", r.env[name]))
 	}
 	return l

@@ -23,7 +23,9 @@ import (
 )
 
 // NewLogger returns a JSON logger, or a colour text logger when format is
-// "text".
+// "text". In JSON a duration is written as Go's duration string ("1.5s"), as
+// the text handler writes it: slog's JSON handler would write nanoseconds as a
+// bare integer, which a reader of the log takes for milliseconds or seconds.
 func NewLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	if format == "text" {
 		noColor := true
@@ -37,7 +39,14 @@ func NewLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 		}
 		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly, NoColor: noColor}))
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: durationString}))
+}
+
+func durationString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // NewRegistry returns a Prometheus registry with the Go runtime and process

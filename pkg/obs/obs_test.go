@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -51,10 +52,14 @@ func TestEndpoints(t *testing.T) {
 func TestJSONLogger(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	NewLogger(&buf, "json", slog.LevelInfo).Info("hello", "k", 1)
+	NewLogger(&buf, "json", slog.LevelInfo).Info("hello", "k", 1,
+		"took", 1500*time.Millisecond, slog.Group("g", "outage", 2*time.Minute))
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(buf.Bytes(), &m))
 	require.Equal(t, "hello", m["msg"])
+	require.Equal(t, float64(1), m["k"])
+	require.Equal(t, "1.5s", m["took"], "durations as Go duration strings, not bare nanoseconds")
+	require.Equal(t, map[string]any{"outage": "2m0s"}, m["g"])
 
 	buf.Reset()
 	NewLogger(&buf, "text", slog.LevelWarn).Info("hidden")
