@@ -9,9 +9,11 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -173,7 +175,7 @@ func printStats(w io.Writer, s store.Stats) error {
 	}
 	fmt.Fprintf(w, "\noldest pending: %s\n", age)
 	if s.Paused {
-		fmt.Fprintf(w, "relays: PAUSED (%s)\n", orDash(s.PauseReason))
+		fmt.Fprintf(w, "relays: PAUSED (%s)\n", printable(orDash(s.PauseReason)))
 	} else {
 		fmt.Fprintln(w, "relays: running")
 	}
@@ -182,11 +184,22 @@ func printStats(w io.Writer, s store.Stats) error {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ROWS\tLAST ERROR")
 		for _, f := range s.Failures {
-			fmt.Fprintf(tw, "%d\t%s\n", f.Count, strings.ReplaceAll(orDash(f.LastError), "\n", " "))
+			fmt.Fprintf(tw, "%d\t%s\n", f.Count, printable(orDash(f.LastError)))
 		}
 		return tw.Flush()
 	}
 	return nil
+}
+
+// printable escapes control characters (Go syntax, as in "\x1b[2J") in text
+// that anyone with write access to the tables wrote: a pause reason or a
+// broker's error message must not drive the operator's terminal.
+func printable(s string) string {
+	if strings.IndexFunc(s, unicode.IsControl) < 0 {
+		return s
+	}
+	q := strconv.QuoteToGraphic(s)
+	return q[1 : len(q)-1]
 }
 
 func orDash(s string) string {

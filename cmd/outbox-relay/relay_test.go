@@ -293,3 +293,22 @@ func TestRunRelayShutdownFrozenBroker(t *testing.T) {
 		require.Zero(t, st.Attempts)
 	}
 }
+
+// TestPrintStatsEscapesControlCharacters: a pause reason or a last_error is
+// text from the tables; an escape sequence in it must reach the terminal as
+// visible characters, not as a command.
+func TestPrintStatsEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	require.NoError(t, printStats(&out, store.Stats{
+		Counts:         map[string]int64{outbox.StatusFailed: 1},
+		PublishedExact: true,
+		Paused:         true,
+		PauseReason:    "kafka \x1b[2Jupgrade",
+		Failures:       []store.FailureGroup{{LastError: "line one\nline\ttwo\a", Count: 1}},
+	}))
+	require.NotRegexp(t, "[\x00-\x08\x0b-\x1f\x7f]", out.String())
+	require.Contains(t, out.String(), `relays: PAUSED (kafka \x1b[2Jupgrade)`)
+	require.Contains(t, out.String(), `line one\nline\ttwo\a`)
+	require.Contains(t, out.String(), "ROWS  LAST ERROR", "plain text stays as it is")
+}
