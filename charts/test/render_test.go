@@ -513,6 +513,17 @@ func TestMigrationJob(t *testing.T) {
 	require.Equal(t, "text", env["LOG_FORMAT"].Value)
 	require.NotContains(t, r.accounts, pod.ServiceAccountName, "the chart's ServiceAccount does not exist yet")
 	require.Equal(t, "pcp-migrate", pod.ServiceAccountName)
+	// Scheduling and mesh settings of its own (a sidecar that never exits
+	// would keep the Job from completing).
+	require.Equal(t, "false", job.Spec.Template.Annotations["sidecar.istio.io/inject"])
+	require.Equal(t, "schema-migration", job.Spec.Template.Labels["purpose"])
+	require.Equal(t, "migrate", job.Spec.Template.Labels["app.kubernetes.io/component"])
+	require.Equal(t, map[string]string{"pool": "system"}, pod.NodeSelector)
+	require.Len(t, pod.Tolerations, 1)
+	require.Equal(t, "dedicated", pod.Tolerations[0].Key)
+	require.NotNil(t, pod.Affinity)
+	require.NotNil(t, pod.Affinity.NodeAffinity)
+	require.Equal(t, "system-cluster-critical", pod.PriorityClassName)
 
 	t.Run("Disabled", func(t *testing.T) {
 		r := render(t, "-f", ciValues("default"), "--set", "migration.enabled=false")
