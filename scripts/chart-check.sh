@@ -10,9 +10,10 @@
 #   bash scripts/chart-check.sh --monitoring-out DIR
 #
 # The second form only renders the all-features values and writes what a plain
-# Prometheus reads into DIR: rules.yaml (the PrometheusRule's groups) and
-# scrape.json (the ServiceMonitor's endpoint); the Prometheus integration test
-# (scripts/promtest) uses it. promtool (Debian package prometheus) checks and
+# Prometheus reads into DIR: rules.yaml (the PrometheusRule's groups),
+# scrape.json (the ServiceMonitor's endpoint) and keda.json (the ScaledObjects'
+# prometheus queries); the Prometheus integration test (scripts/promtest) uses
+# it. promtool (Debian package prometheus) checks and
 # unit-tests the rendered rules (charts/test/promtool).
 #
 # Tools and schemas are cached in $CHART_TOOLS_DIR (default
@@ -68,14 +69,15 @@ if [[ ! -x $kubeconform ]]; then
 	install_tool "$tools/kubeconform-$KUBECONFORM_VERSION" "github.com/yannh/kubeconform/cmd/kubeconform@$KUBECONFORM_VERSION"
 fi
 
-# promextract: rendered manifests -> rules file (+ scrape settings).
-extract() { # manifests rules.yaml [scrape.json]
-	(cd "$testmod" && go run ./cmd/promextract -rules "$2" ${3:+-scrape "$3"} <"$1")
+# promextract: rendered manifests -> rules file (+ scrape settings, + the
+# ScaledObjects' prometheus queries).
+extract() { # manifests rules.yaml [scrape.json keda.json]
+	(cd "$testmod" && go run ./cmd/promextract -rules "$2" ${3:+-scrape "$3"} ${4:+-keda "$4"} <"$1")
 }
 if [[ -n $monitoring_out ]]; then
 	"$helm" template pcp "$chart" --namespace routes --kube-version "$KUBE_VERSION" \
 		-f "$chart/ci/all-features-values.yaml" >"$work/all-features.yaml" || die "helm template failed"
-	extract "$work/all-features.yaml" "$monitoring_out/rules.yaml" "$monitoring_out/scrape.json"
+	extract "$work/all-features.yaml" "$monitoring_out/rules.yaml" "$monitoring_out/scrape.json" "$monitoring_out/keda.json"
 	exit 0
 fi
 

@@ -31,8 +31,9 @@ var thresholdRE = regexp.MustCompile(`\s*>\s*[0-9.]+\s*$`)
 // chart's rules: every rule loads and evaluates without error, the
 // database-outage alerts' expressions are false while healthy and true while
 // PostgreSQL is stopped (and the alerts fire, with `for` shortened to 2s),
-// false again after it is back, and every query of the shipped dashboard
-// returns at least one series with a number during the run.
+// false again after it is back, the relay's KEDA query is 0 while the relays
+// are paused with a backlog and the backlog otherwise, and every query of the
+// shipped dashboard returns at least one series with a number during the run.
 func TestPrometheusSeesTheService(t *testing.T) {
 	mon := monitoringFiles(t)
 	var sc scrapeSettings
@@ -158,6 +159,33 @@ func TestPrometheusSeesTheService(t *testing.T) {
 		time.Sleep(2 * time.Second) // a few scrapes between rounds: rates and quantiles over several windows
 	}
 
+	// The relay's KEDA query follows the backlog, except while the relays are
+	// paused: then it is 0 (more paused pods would publish nothing).
+	scaler := relayScalerQuery(t, mon)
+	unpaused := pausedRE.ReplaceAllString(scaler, "(${0} * 0)") // the same query, had the relays not been paused
+	if unpaused == scaler {
+		t.Fatalf("promtest: the relay's KEDA query does not read route_passport_outbox_paused (update this test if that is meant): %s", scaler)
+	}
+	runOnce(t, relayBin, common, "pause", "--reason", "promtest")
+	send()
+	eventually(t, 30*time.Second, "relay KEDA query 0 while paused, with a backlog", func() string {
+		res, err := prom.query(`((` + scaler + `) == bool 0) * ((` + unpaused + `) > bool 0)`)
+		if err != nil || len(res) != 1 || number(res[0]) != 1 {
+			q, qerr := prom.query(scaler)
+			u, uerr := prom.query(unpaused)
+			return "paused: " + describe(res, err) + "; query " + describe(q, qerr) + "; unpaused " + describe(u, uerr)
+		}
+		return ""
+	})
+	runOnce(t, relayBin, common, "resume")
+	eventually(t, 30*time.Second, "relay KEDA query = the backlog after resume", func() string {
+		res, err := prom.query(`(max(route_passport_outbox_paused{job="` + relayJob + `"}) == bool 0) * ((` + scaler + `) == bool (` + unpaused + `))`)
+		if err != nil || len(res) != 1 || number(res[0]) != 1 {
+			return describe(res, err)
+		}
+		return ""
+	})
+
 	// The outage.
 	outage := time.Now()
 	pg.Stop(t)
@@ -253,6 +281,28 @@ func TestPrometheusSeesTheService(t *testing.T) {
 		t.Errorf("promtest: dashboard queries that returned no series with a number during the run (a panel that cannot show data):\n  %s",
 			strings.Join(empty, "\n  "))
 	}
+}
+
+// pausedRE finds the paused gauge, with its selector, in a query.
+var pausedRE = regexp.MustCompile(`route_passport_outbox_paused\{[^}]*\}`)
+
+// relayScalerQuery is the PromQL of the relay's ScaledObject (keda.json of
+// charts/test/cmd/promextract).
+func relayScalerQuery(t *testing.T, dir string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "keda.json"))
+	if err != nil {
+		t.Fatalf("promtest: %v", err)
+	}
+	var queries map[string]string
+	if err := json.Unmarshal(raw, &queries); err != nil {
+		t.Fatalf("promtest: keda.json: %v", err)
+	}
+	q := queries[relayJob]
+	if q == "" {
+		t.Fatalf("promtest: keda.json has no prometheus query for ScaledObject %s: %s", relayJob, raw)
+	}
+	return q
 }
 
 // invalidExamples are the contract's invalid input records.
