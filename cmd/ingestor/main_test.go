@@ -33,6 +33,8 @@ func TestConfigErrorsExitTwoNamingTheVariable(t *testing.T) {
 		{"migrate without database", []string{"migrate"}, nil, "DATABASE_URL"},
 		{"malformed database url", nil, []string{"DATABASE_URL=postgres://u:pw@[::1", "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1"}, "DATABASE_URL"},
 		{"migrate, malformed database url", []string{"migrate"}, []string{"DATABASE_URL=host=x port=notaport"}, "DATABASE_URL"},
+		{"dlq-replay to an output topic", []string{"dlq-replay", "--to", "pcp.route.in.v1"}, []string{"KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1"}, "is an output topic"},
+		{"dlq-replay to a renamed output topic", []string{"dlq-replay", "--to", "geo.events"}, []string{"KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1", "TOPIC_ROUTE_GEOREFERENCE=geo.events"}, "is an output topic"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -49,10 +49,11 @@ func runDLQReplay(ctx context.Context, args, environ []string, stdout, stderr io
 	logger := obs.NewLogger(stderr, cc.LogFormat, cc.LogLevel)
 
 	rcfg := dlqreplay.Config{
-		DLQTopic: cc.TopicInputDLQ,
-		Topic:    cmp.Or(opts.To, cc.TopicInput),
-		Filter:   opts.Filter,
-		DryRun:   opts.DryRun,
+		DLQTopic:     cc.TopicInputDLQ,
+		Topic:        cmp.Or(opts.To, cc.TopicInput),
+		OutputTopics: []string{cc.TopicProcessedRoute, cc.TopicRouteGeoreference},
+		Filter:       opts.Filter,
+		DryRun:       opts.DryRun,
 	}
 	if err := rcfg.Validate(); err != nil {
 		return &config.UsageError{Msg: "dlq-replay: " + err.Error()}

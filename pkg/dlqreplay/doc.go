@@ -44,7 +44,9 @@
 //     the broker's time index instead of scanning.
 //   - --category CONTRACT|RETRYABLE|FATAL: the pcp-error-category header.
 //   - --field-prefix P: the pcp-error-field header starts with P.
-//   - --to TOPIC: target topic instead of TOPIC_INPUT.
+//   - --to TOPIC: target topic instead of TOPIC_INPUT; never the DLQ
+//     itself nor an output topic (TOPIC_PROCESSED_ROUTE,
+//     TOPIC_ROUTE_GEOREFERENCE), where consumers expect events.
 //   - --dry-run: list the selected records and send nothing.
 //
 // All given conditions must hold. Every selected record gets one line on

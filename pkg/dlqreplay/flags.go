@@ -33,12 +33,13 @@ Selection (all given conditions must hold; DLQ partitions and offsets):
   --field-prefix P       pcp-error-field starts with P (e.g. data.geometry)
 
 Output:
-  --to TOPIC             target topic (default TOPIC_INPUT)
+  --to TOPIC             target topic (default TOPIC_INPUT; not the DLQ nor an output topic)
   --dry-run              list the selected records and send nothing
 
 Environment: KAFKA_BOOTSTRAP_SERVERS (required), KAFKA_PROPERTY_* (librdkafka
 properties, e.g. KAFKA_PROPERTY_SECURITY_PROTOCOL=SASL_SSL), TOPIC_INPUT,
-TOPIC_INPUT_DLQ, LOG_FORMAT, LOG_LEVEL. DATABASE_URL is not needed.
+TOPIC_INPUT_DLQ, TOPIC_PROCESSED_ROUTE and TOPIC_ROUTE_GEOREFERENCE (refused as
+--to), LOG_FORMAT, LOG_LEVEL. DATABASE_URL is not needed.
 `
 
 // Options is a parsed dlq-replay command line.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -45,6 +46,10 @@ type Config struct {
 	DLQTopic string
 	// Topic receives the replayed records (TOPIC_INPUT, or --to).
 	Topic string
+	// OutputTopics are the relay's event topics (TOPIC_PROCESSED_ROUTE,
+	// TOPIC_ROUTE_GEOREFERENCE), never a target: downstream services
+	// would read dead-lettered input as events.
+	OutputTopics []string
 	// Filter selects the records.
 	Filter Filter
 	// DryRun lists the selected records and sends nothing.
@@ -65,6 +70,8 @@ func (c Config) Validate() error {
 		// Would append each selected record to the log being read, with
 		// its dead-letter headers stripped: never what an operator wants.
 		return fmt.Errorf("target topic %s is the DLQ topic", c.Topic)
+	case slices.Contains(c.OutputTopics, c.Topic):
+		return fmt.Errorf("target topic %s is an output topic: its consumers would read dead-lettered input as events", c.Topic)
 	case c.BatchSize < 0:
 		return fmt.Errorf("batch size %d is negative", c.BatchSize)
 	}

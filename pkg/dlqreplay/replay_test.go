@@ -278,6 +278,7 @@ func TestNewValidates(t *testing.T) {
 		wantErr string
 	}{
 		{name: "target is the DLQ", cfg: Config{DLQTopic: "d", Topic: "d"}, prod: &fakeProducer{}, wantErr: "is the DLQ topic"},
+		{name: "target is an output topic", cfg: Config{DLQTopic: "d", Topic: "o2", OutputTopics: []string{"o1", "o2"}}, prod: &fakeProducer{}, wantErr: "is an output topic"},
 		{name: "no target", cfg: Config{DLQTopic: "d"}, prod: &fakeProducer{}, wantErr: "no target topic"},
 		{name: "no producer", cfg: Config{DLQTopic: "d", Topic: "i"}, wantErr: "no producer"},
 		{name: "bad filter", cfg: Config{DLQTopic: "d", Topic: "i", Filter: Filter{Category: "X"}}, prod: &fakeProducer{}, wantErr: `category "X"`},
