@@ -75,6 +75,10 @@ func TestOps(t *testing.T) {
 	t.Run("PauseResume", func(t *testing.T) {
 		require.Contains(t, runOK("pause", "--reason", "kafka upgrade"), "paused")
 		require.Contains(t, runOK("stats"), "PAUSED (kafka upgrade)")
+		runOK("pause") // a second pause without a reason keeps the first's
+		require.Contains(t, runOK("stats"), "PAUSED (kafka upgrade)")
+		runOK("pause", "--reason", "broker 3 disk")
+		require.Contains(t, runOK("stats"), "PAUSED (broker 3 disk)")
 		c, err := store.NewOutbox(pool).Control(ctx)
 		require.NoError(t, err)
 		require.True(t, c.Paused)

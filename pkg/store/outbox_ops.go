@@ -51,7 +51,8 @@ func (o *Outbox) Paused(ctx context.Context) (bool, error) {
 }
 
 // SetPaused sets the pause flag (upserting the single row). Resuming clears
-// the reason. It notifies the relays so that a resume takes effect at once.
+// the reason; pausing again without one keeps it. It notifies the relays so
+// that a resume takes effect at once.
 func (o *Outbox) SetPaused(ctx context.Context, paused bool, reason, by string) error {
 	var r *string
 	if paused && reason != "" {
@@ -61,7 +62,10 @@ func (o *Outbox) SetPaused(ctx context.Context, paused bool, reason, by string) 
 		_, err := tx.Exec(ctx, `
 insert into outbox_relay_control (id, paused, reason, updated_by, updated_at)
 values (true, $1, $2, $3, now())
-on conflict (id) do update set paused = $1, reason = $2, updated_by = $3, updated_at = now()`, paused, r, by)
+on conflict (id) do update set paused = $1,
+	-- a second pause without a reason keeps the first one's
+	reason = case when $1 and $2::text is null and outbox_relay_control.paused then outbox_relay_control.reason else $2 end,
+	updated_by = $3, updated_at = now()`, paused, r, by)
 		if err != nil {
 			return fmt.Errorf("set outbox_relay_control: %w", err)
 		}
