@@ -175,7 +175,14 @@ func printStats(w io.Writer, s store.Stats) error {
 	}
 	fmt.Fprintf(w, "\noldest pending: %s\n", age)
 	if s.Paused {
-		fmt.Fprintf(w, "relays: PAUSED (%s)\n", printable(orDash(s.PauseReason)))
+		since := ""
+		if s.PausedAt != nil {
+			since = " since " + s.PausedAt.Format(time.RFC3339)
+		}
+		if s.PausedBy != "" {
+			since += " by " + printable(s.PausedBy)
+		}
+		fmt.Fprintf(w, "relays: PAUSED%s (%s)\n", since, printable(orDash(s.PauseReason)))
 	} else {
 		fmt.Fprintln(w, "relays: running")
 	}

@@ -74,17 +74,28 @@ func TestOps(t *testing.T) {
 
 	t.Run("PauseResume", func(t *testing.T) {
 		require.Contains(t, runOK("pause", "--reason", "kafka upgrade"), "paused")
-		require.Contains(t, runOK("stats"), "PAUSED (kafka upgrade)")
+		require.Contains(t, runOK("stats"), "(kafka upgrade)\n")
 		runOK("pause") // a second pause without a reason keeps the first's
-		require.Contains(t, runOK("stats"), "PAUSED (kafka upgrade)")
+		require.Contains(t, runOK("stats"), "(kafka upgrade)\n")
 		runOK("pause", "--reason", "broker 3 disk")
-		require.Contains(t, runOK("stats"), "PAUSED (broker 3 disk)")
+		require.Regexp(t, `relays: PAUSED since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ by outbox-relay cli \(.+\) \(broker 3 disk\)\n`, runOK("stats"))
+		var s store.Stats
+		require.NoError(t, json.Unmarshal([]byte(runOK("stats", "--json")), &s))
+		require.True(t, s.Paused)
+		require.Contains(t, s.PausedBy, "outbox-relay cli")
+		require.NotNil(t, s.PausedAt)
+		require.WithinDuration(t, time.Now(), *s.PausedAt, time.Minute)
 		c, err := store.NewOutbox(pool).Control(ctx)
 		require.NoError(t, err)
 		require.True(t, c.Paused)
 		require.Contains(t, c.UpdatedBy, "outbox-relay cli")
 		require.Contains(t, runOK("resume"), "resumed")
 		require.Contains(t, runOK("stats"), "relays: running")
+		s = store.Stats{}
+		require.NoError(t, json.Unmarshal([]byte(runOK("stats", "--json")), &s))
+		require.False(t, s.Paused)
+		require.Empty(t, s.PausedBy)
+		require.Nil(t, s.PausedAt)
 	})
 
 	t.Run("Requeue", func(t *testing.T) {

@@ -148,6 +148,10 @@ type Stats struct {
 	Failures                []FailureGroup `json:"failures"`
 	Paused                  bool           `json:"paused"`
 	PauseReason             string         `json:"pauseReason,omitempty"`
+	// PausedBy and PausedAt say who paused (or last paused again) and when;
+	// set only while paused.
+	PausedBy string     `json:"pausedBy,omitempty"`
+	PausedAt *time.Time `json:"pausedAt,omitempty"`
 }
 
 // FailureGroup counts FAILED rows with the same last_error.
@@ -225,6 +229,10 @@ where status = 'FAILED' group by 1 order by 2 desc, 1 limit 50`)
 		return s, err
 	}
 	s.Paused, s.PauseReason = c.Paused, c.Reason
+	if c.Paused {
+		at := c.UpdatedAt.UTC()
+		s.PausedBy, s.PausedAt = c.UpdatedBy, &at
+	}
 	return s, nil
 }
 
