@@ -29,10 +29,11 @@ import (
 // Partitions and offsets are the DLQ's; --since/--until (RFC 3339, since
 // inclusive, until exclusive) compare the DLQ record's timestamp, i.e. when
 // it was dead-lettered. Needs KAFKA_BOOTSTRAP_SERVERS (+ KAFKA_PROPERTY_*,
-// TOPIC_INPUT, TOPIC_INPUT_DLQ, LOG_*), not DATABASE_URL. Exit status 0 when
-// every selected record was acknowledged, 1 when a delivery failed or the
-// DLQ could not be read, 2 on a bad flag or setting. See package dlqreplay
-// and `ingestor dlq-replay --help`.
+// TOPIC_INPUT, TOPIC_INPUT_DLQ, the output topics, LOG_*), not DATABASE_URL.
+// Exit status 0 when every selected record was acknowledged, 1 when a
+// delivery failed or the DLQ could not be read, 2 on a bad flag or setting
+// (a --partition the DLQ does not have included). See package dlqreplay and
+// `ingestor dlq-replay --help`.
 func runDLQReplay(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	opts, err := dlqreplay.ParseArgs(args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -94,5 +95,10 @@ func runDLQReplay(ctx context.Context, args, environ []string, stdout, stderr io
 	logger.With("component", "dlq-replay").InfoContext(ctx, "starting", "from", rcfg.DLQTopic, "to", rcfg.Topic, "dry_run", rcfg.DryRun)
 	res, err := rp.Run(ctx)
 	fmt.Fprintf(stdout, "dlq-replay: dry_run=%t %s\n", opts.DryRun, res)
+	if errors.Is(err, dlqreplay.ErrNoSuchPartition) {
+		// Known only once the DLQ's metadata is read, but a bad flag all
+		// the same.
+		return &config.UsageError{Msg: "dlq-replay: --partition: " + err.Error()}
+	}
 	return err
 }

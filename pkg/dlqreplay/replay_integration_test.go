@@ -154,6 +154,7 @@ func TestReplayIntegration(t *testing.T) {
 			{"--from-offset", "5", "--to-offset", "4"},
 			{"--to", s.dlq},
 			{"--nope"},
+			{"--partition", "7"}, // the DLQ has 1: known only after its metadata is read
 		} {
 			out, code := s.replay(t, args...)
 			require.Equal(t, 2, code, "%v: %s", args, out)
