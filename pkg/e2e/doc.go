@@ -18,8 +18,15 @@
 //     (testenv.NewPostgresCluster), migrated by `ingestor migrate`, its own
 //     broker process (testenv.NewBrokerProcess), its own topics and consumer
 //     group, and the checks that read the database and the output topics.
-//   - resilience_test.go is the suite: crash loop, database restart, broker
-//     outage and hostile input.
+//   - resilience_test.go (TestResilience): crash loop, database restart,
+//     broker outage, hostile input, and a killed ingestor's partitions taken
+//     over by a second one.
+//   - prod_test.go and prodenv_test.go (TestProduction): production
+//     conditions — PgBouncer in transaction mode, a failover to a promoted
+//     standby, Toxiproxy latency, resets and blackholes on the links to
+//     PostgreSQL and Kafka, and recovery after an outage and a frozen broker.
+//   - trace_test.go: a traceparent followed through both binaries to an
+//     OTLP collector.
 //
 // The suite needs the PostgreSQL server binaries, a Go toolchain and a C
 // compiler (the binaries use librdkafka through cgo). Missing infrastructure

@@ -68,6 +68,7 @@ type Proc struct {
 	name     string
 	bin      string
 	args     []string
+	given    []string // the env NewProc was given
 	env      []string
 	httpAddr string
 	logPath  string
@@ -89,6 +90,7 @@ func NewProc(t testing.TB, name, bin string, env []string, args ...string) *Proc
 		name:     name,
 		bin:      bin,
 		args:     args,
+		given:    env,
 		httpAddr: FreeAddr(t),
 		logPath:  logPath(t, name),
 	}
@@ -101,6 +103,13 @@ func NewProc(t testing.TB, name, bin string, env []string, args ...string) *Proc
 		}
 	})
 	return p
+}
+
+// Twin prepares another process of the same binary, arguments and
+// environment, on an HTTP address of its own: a second replica.
+func (p *Proc) Twin(name string) *Proc {
+	p.t.Helper()
+	return NewProc(p.t, name, p.bin, p.given, p.args...)
 }
 
 // EnvLogDir names a directory where the children's logs are kept after the

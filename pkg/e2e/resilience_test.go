@@ -36,6 +36,7 @@ func TestResilience(t *testing.T) {
 	t.Run("database-restart", func(t *testing.T) { t.Parallel(); testDatabaseRestart(t, bins) })
 	t.Run("broker-outage", func(t *testing.T) { t.Parallel(); testBrokerOutage(t, bins) })
 	t.Run("hostile-input", func(t *testing.T) { t.Parallel(); testHostileInput(t, bins) })
+	t.Run("ingestor-takeover", func(t *testing.T) { t.Parallel(); testIngestorTakeover(t, bins) })
 }
 
 // chaos kills the ingestor and the relay with SIGKILL at random moments, 1–3 s
@@ -401,4 +402,99 @@ func testHostileInput(t *testing.T, bins Binaries) {
 			t.Errorf("%d records %s: %s", len(list), what, strings.Join(list[:min(len(list), 10)], "; "))
 		}
 	}
+}
+
+// testIngestorTakeover: of two ingestors in one group (default consumer
+// settings, no static membership), one is killed with SIGKILL, so it cannot
+// leave the group; the other must take its partitions once the dead member's
+// session expires and commit the input to its end. How long that takes is
+// the default session.timeout.ms (pkg/kafkax: 10 s; librdkafka's own is 45 s):
+// every crashed pod (OOM kill, lost node) stalls its partitions that long.
+func testIngestorTakeover(t *testing.T, bins Binaries) {
+	const n = 1_200
+	s := newStack(t, bins, "takeover", stackOptions{})
+	second := s.ingestor.Twin("ingestor-2")
+	s.ingestor.Start()
+	second.Start()
+	s.relay.Start()
+	for _, pr := range []*Proc{s.ingestor, second, s.relay} {
+		pr.WaitReady(90 * time.Second)
+	}
+	if ok, desc := waitFor(time.Minute, 500*time.Millisecond, s.groupSplit); !ok {
+		t.Fatalf("the group did not give both ingestors partitions: %s", desc)
+	}
+	recs := GenValid(5, n)
+	p := NewProducer(t, s.bootstrap, s.topics.Input)
+
+	// Both members own partitions: each wrote some of the first half.
+	p.Stream(context.Background(), recs[:n/2], 300, nil)
+	p.Wait(time.Minute)
+	if ok, desc := s.waitCommittedToEnd(time.Minute); !ok {
+		t.Fatalf("first half not committed by the two ingestors: %s", desc)
+	}
+	for _, pr := range []*Proc{s.ingestor, second} {
+		if v, _ := pr.Metric("route_passport_ingest_success_total"); v == 0 {
+			t.Fatalf("%s wrote nothing of the first half: the group did not split the partitions between the two", pr.name)
+		}
+	}
+
+	s.ingestor.Kill9()
+	killed := time.Now()
+	p.Stream(context.Background(), recs[n/2:], 300, nil)
+	p.Wait(time.Minute)
+	ok, desc := s.waitCommittedToEnd(2 * time.Minute)
+	took := time.Since(killed)
+	if !ok {
+		t.Fatalf("the surviving ingestor did not commit the input to its end: %s", desc)
+	}
+	if ok, desc := s.waitPublished(2*n, 2*time.Minute); !ok {
+		t.Errorf("outbox not fully published: %s", desc)
+	}
+	v := s.tally(recs)
+	report(t, "ingestor-takeover", v.String(), "committed-to-end-after-kill="+took.Round(100*time.Millisecond).String())
+	if v.Lost != 0 || v.DLQ != 0 || v.Failed != 0 {
+		t.Errorf("lost=%d dlq=%d failed=%d, want 0", v.Lost, v.DLQ, v.Failed)
+	}
+	// The second half streams for 2 s; its last records wait for the
+	// takeover, which comes one session timeout (10 s) after the kill, plus
+	// two cooperative rebalance rounds and the batches (13 s alone): 25 s
+	// leaves room for a loaded machine; librdkafka's 45 s (46 s) does not fit.
+	if took > 25*time.Second {
+		t.Errorf("the killed ingestor's partitions were committed to their end %s after the kill, want within 25 s (session.timeout.ms)", took.Round(100*time.Millisecond))
+	}
+}
+
+// groupSplit reports whether the ingestors' group is stable with two
+// members, each assigned partitions of the input topic.
+func (s *stack) groupSplit() (bool, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	groups, err := s.adm.DescribeGroups(ctx, s.group)
+	if err != nil {
+		return false, err.Error()
+	}
+	g, ok := groups[s.group]
+	if !ok || g.Err != nil {
+		return false, fmt.Sprintf("group %s: %v", s.group, g.Err)
+	}
+	owned := map[string][]int32{}
+	for _, m := range g.Members {
+		if a, ok := m.Assigned.AsConsumer(); ok {
+			for _, tp := range a.Topics {
+				if tp.Topic == s.topics.Input {
+					owned[m.MemberID] = append(owned[m.MemberID], tp.Partitions...)
+				}
+			}
+		}
+	}
+	desc := fmt.Sprintf("state %s, %d members, partitions by member %v", g.State, len(g.Members), owned)
+	if g.State != "Stable" || len(g.Members) != 2 {
+		return false, desc
+	}
+	for _, m := range g.Members {
+		if len(owned[m.MemberID]) == 0 {
+			return false, desc
+		}
+	}
+	return true, desc
 }

@@ -48,7 +48,7 @@ type stackOptions struct {
 	// session) through KAFKA_CONSUMER_PROPERTY_*, as an operator would for a
 	// crash-looping pod: a restarted ingestor takes its predecessor's place
 	// in the group at once instead of waiting for the killed member's
-	// session to expire (librdkafka's default is 45 s, longer than the 1–3 s
+	// session to expire (10 s by default, longer than the 1–3 s
 	// between kills).
 	StaticMember bool
 	// IngestorEnv and RelayEnv are added to the defaults (later wins).

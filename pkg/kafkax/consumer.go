@@ -77,6 +77,14 @@ func NewConsumer(logger *slog.Logger, cfg ConsumerConfig) (*Consumer, error) {
 		// pg-outage-recovery, 1.3 s from resuming to the first batch
 		// written, 0.8 s at 50 ms. A check every 50 ms costs nothing.
 		"fetch.queue.backoff.ms": 50,
+		// A member that dies without leaving the group (SIGKILL, OOM kill,
+		// a lost node) keeps its partitions until its session expires: the
+		// input of those partitions stalls that long. librdkafka's 45 s
+		// (Kafka's since 3.0, against spurious rebalances of JVM clients in
+		// long GC pauses) measured 46 s in pkg/e2e ingestor-takeover; Go's
+		// collector pauses for microseconds and librdkafka heartbeats from
+		// a thread of its own (every 3 s), so 10 s, Kafka's earlier default.
+		"session.timeout.ms": 10000,
 	}, consumerEnforced(cfg))
 	stopLogs := bridgeLogs(logger, m, "consumer")
 	c, err := kafka.NewConsumer(&m)
