@@ -106,6 +106,8 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"lease of a nanosecond", env("OUTBOX_LOCK_TIMEOUT=1ns"), true, "OUTBOX_LOCK_TIMEOUT"},
 		{"batch size zero", env("OUTBOX_BATCH_SIZE=0"), true, "OUTBOX_BATCH_SIZE"},
 		{"retention every nanosecond", env("OUTBOX_RETENTION_INTERVAL=1ns"), true, "OUTBOX_RETENTION_INTERVAL"},
+		{"stats every millisecond", env("OUTBOX_STATS_INTERVAL=1ms"), true, "OUTBOX_STATS_INTERVAL"},
+		{"stats never", env("OUTBOX_STATS_INTERVAL=0"), true, "OUTBOX_STATS_INTERVAL"},
 		{"poll every microsecond", env("OUTBOX_POLL_INTERVAL=1us"), true, "OUTBOX_POLL_INTERVAL"},
 		{"database bound of a nanosecond", env("OUTBOX_DB_TIMEOUT=1ns"), true, "OUTBOX_DB_TIMEOUT"},
 	}
@@ -273,6 +275,12 @@ func TestRelayRulesNameTheVariable(t *testing.T) {
 	require.Equal(t, 2000, c.RetentionBatch)
 	require.Equal(t, 30*time.Second, c.ClaimFullScanInterval)
 	require.Equal(t, time.Minute, c.ClaimWatermarkMargin)
+	c, err = LoadRelay(env())
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, c.StatsInterval)
+	c, err = LoadRelay(env("OUTBOX_STATS_INTERVAL=30s"))
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Second, c.StatsInterval)
 }
 
 // TestRelayDBTimeoutAndListenURL: OUTBOX_DB_TIMEOUT bounds the relay's

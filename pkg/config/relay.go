@@ -37,6 +37,7 @@ func relayVars() map[string]string {
 		"Workers":               "OUTBOX_WORKERS",
 		"RetentionInterval":     "OUTBOX_RETENTION_INTERVAL",
 		"RetentionBatch":        "OUTBOX_RETENTION_BATCH",
+		"StatsInterval":         "OUTBOX_STATS_INTERVAL",
 		"ClaimFullScanInterval": "OUTBOX_CLAIM_FULL_SCAN_INTERVAL",
 		"ClaimWatermarkMargin":  "OUTBOX_CLAIM_WATERMARK_MARGIN",
 		"DBTimeout":             "OUTBOX_DB_TIMEOUT",
@@ -45,7 +46,7 @@ func relayVars() map[string]string {
 	}
 }
 
-// The relay's variables are read with intRange/duration rather than parsed
+// The relay's variables are read with positiveInt/duration rather than parsed
 // blindly: relay.Config's zero value means "default", so a variable set to
 // 0 (or below 1) must be refused here, naming it, instead of silently
 // becoming the default.
@@ -72,6 +73,7 @@ func LoadRelay(environ []string) (Relay, error) {
 			Workers:               r.positiveInt(v["Workers"]),
 			RetentionInterval:     r.duration(v["RetentionInterval"], 0, false),
 			RetentionBatch:        r.positiveInt(v["RetentionBatch"]),
+			StatsInterval:         r.duration(v["StatsInterval"], 0, false),
 			ClaimFullScanInterval: r.duration(v["ClaimFullScanInterval"], 0, true),
 			ClaimWatermarkMargin:  r.duration(v["ClaimWatermarkMargin"], 0, false),
 			DBTimeout:             r.duration(v["DBTimeout"], 0, false),
