@@ -87,6 +87,8 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"retries not int", env("INGEST_RECORD_RETRIES=x"), false, "INGEST_RECORD_RETRIES"},
 		{"zero ingest backoff", env("INGEST_MAX_BACKOFF=0s"), false, "INGEST_MAX_BACKOFF"},
 		{"negative db timeout", env("INGEST_DB_TIMEOUT=-1s"), false, "INGEST_DB_TIMEOUT"},
+		{"db timeout of a millisecond", env("INGEST_DB_TIMEOUT=1ms"), false, "INGEST_DB_TIMEOUT"},
+		{"backoff of a nanosecond", env("INGEST_MAX_BACKOFF=1ns"), false, "INGEST_MAX_BACKOFF"},
 		{"topic with a space", env("TOPIC_INPUT=my topic"), false, "TOPIC_INPUT"},
 		{"topic with a slash", env("TOPIC_INPUT_DLQ=a/b"), true, "TOPIC_INPUT_DLQ"},
 		{"topic too long", env("TOPIC_PROCESSED_ROUTE=" + strings.Repeat("t", 250)), true, "TOPIC_PROCESSED_ROUTE"},

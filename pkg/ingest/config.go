@@ -140,6 +140,9 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return "ingest: " + e.Field + ": " + e.Reason }
 
+// minPeriod is the shortest database bound or retry backoff Validate accepts.
+const minPeriod = 100 * time.Millisecond
+
 // Validate reports the first value Run cannot work with. New validates
 // after filling the defaults; package config validates what the
 // environment gave, so that an explicit 0 where 0 means nothing is
@@ -173,8 +176,14 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
-	if c.WriteTimeout < 0 {
-		return &FieldError{Field: "WriteTimeout", Reason: fmt.Sprintf("%s must not be negative", c.WriteTimeout)}
+	// A bound of a few milliseconds is a write that can never finish, and a
+	// backoff of a few nanoseconds a busy loop with a log line per turn
+	// while the database is down: both stall ingest with nothing refused.
+	if c.WriteTimeout < 0 || (c.WriteTimeout > 0 && c.WriteTimeout < minPeriod) {
+		return &FieldError{Field: "WriteTimeout", Reason: fmt.Sprintf("%s is below %s (0: derived from the batch size)", c.WriteTimeout, minPeriod)}
+	}
+	if c.MaxBackoff < minPeriod {
+		return &FieldError{Field: "MaxBackoff", Reason: fmt.Sprintf("%s is below %s", c.MaxBackoff, minPeriod)}
 	}
 	if c.BatchMaxWait < 0 {
 		return &FieldError{Field: "BatchMaxWait", Reason: fmt.Sprintf("%s must not be negative", c.BatchMaxWait)}
