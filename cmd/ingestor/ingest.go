@@ -13,6 +13,7 @@ import (
 	"github.com/pcp/route-processing/pkg/ingest"
 	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/obs"
+	"github.com/pcp/route-processing/pkg/shutdown"
 	"github.com/pcp/route-processing/pkg/store"
 	"github.com/pcp/route-processing/pkg/tracing"
 )
@@ -28,6 +29,8 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	if err := store.CheckURL(cfg.DatabaseURL, "DATABASE_URL"); err != nil {
 		return err
 	}
+	// Every step of the stop draws on what is left of the contract's 30 s.
+	stopClock := shutdown.Start(ctx)
 	base := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	logger := base.With("component", "ingest")
 	gctune.Apply(environ, "/sys/fs/cgroup").Log(ctx, logger)
@@ -41,8 +44,8 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 		return err
 	}
 	defer func() {
-		// Flush what the last batches traced; bounded, inside the pod's 30 s.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		// Flush what the last batches traced.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopClock.Left(5*time.Second))
 		defer cancel()
 		if err := tp.Shutdown(sctx); err != nil {
 			logger.Warn("flushing traces", "err", err)
@@ -73,9 +76,10 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	}
 	defer func() {
 		// Bounded: a hung server never takes its connections back (see
-		// store.ClosePool), and the process must exit within 30 s.
-		if !store.ClosePool(pool, store.PoolCloseWait) {
-			logger.Warn("database connections did not close in time; dropping them", "waited", store.PoolCloseWait)
+		// store.ClosePool).
+		wait := stopClock.Left(store.PoolCloseWait)
+		if !store.ClosePool(pool, wait) {
+			logger.Warn("database connections did not close in time; dropping them", "waited", wait)
 		}
 	}()
 	passports := store.NewPassports(pool, cfg.OutboxMaxAttempts)
@@ -89,7 +93,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer producer.Close(5 * time.Second)
+	defer func() { producer.Close(stopClock.Left(5 * time.Second)) }()
 	client.Properties = cfg.ConsumerProperties()
 	consumer, err := kafkax.NewConsumer(logger, kafkax.ConsumerConfig{ClientConfig: client, GroupID: cfg.ConsumerGroup, Topic: cfg.TopicInput})
 	if err != nil {
@@ -122,13 +126,14 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	// exiting anyway loses nothing, and lets Kubernetes restart the pod.
 	closed := make(chan error, 1)
 	go func() { closed <- consumer.Close() }()
+	closeWait := stopClock.Left(consumerCloseTimeout)
 	select {
 	case err := <-closed:
 		if err != nil {
 			logger.Warn("closing the consumer", "err", err)
 		}
-	case <-time.After(consumerCloseTimeout):
-		logger.Error("the consumer did not close in time; exiting without it", "timeout", consumerCloseTimeout)
+	case <-time.After(closeWait):
+		logger.Error("the consumer did not close in time; exiting without it", "timeout", closeWait)
 	}
 	stopHTTP()
 	if err := <-httpErr; err != nil && runErr == nil {
@@ -149,8 +154,7 @@ func buildVersion() string {
 	return "unknown"
 }
 
-// consumerCloseTimeout bounds leaving the group, so that shutdown stays
-// within the contract's 30 s.
+// consumerCloseTimeout bounds leaving the group (cut by the stop's clock).
 const consumerCloseTimeout = 5 * time.Second
 
 // probeKafka keeps the "kafka" readiness component current. The consumer

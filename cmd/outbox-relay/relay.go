@@ -13,6 +13,7 @@ import (
 	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/obs"
 	"github.com/pcp/route-processing/pkg/relay"
+	"github.com/pcp/route-processing/pkg/shutdown"
 	"github.com/pcp/route-processing/pkg/store"
 	"github.com/pcp/route-processing/pkg/tracing"
 )
@@ -27,9 +28,9 @@ func buildVersion() string {
 }
 
 // shutdownGrace bounds how long a batch in flight at SIGTERM may keep
-// publishing; with the mark (≤ 5s), the producer's close (≤ 3s) and the
-// pool's (store.PoolCloseWait) the process exits within the 30s of
-// contract §5, even while PostgreSQL hangs.
+// publishing; with the mark (≤ 5s) it leaves the rest of the contract's 30 s
+// (package shutdown) to the producer's close, the pool's and the trace
+// flush, even while PostgreSQL hangs.
 const shutdownGrace = 15 * time.Second
 
 // runRelay wires the relay: HTTP first (so /healthz and /metrics answer
@@ -46,6 +47,8 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	if err := store.CheckURL(cfg.ListenURL, "DATABASE_LISTEN_URL"); err != nil {
 		return err
 	}
+	// Every step of the stop draws on what is left of the contract's 30 s.
+	stopClock := shutdown.Start(ctx)
 	logger := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	log := logger.With("component", "relay")
 	gctune.Apply(environ, "/sys/fs/cgroup").Log(ctx, log)
@@ -68,8 +71,9 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 		return err
 	}
 	defer func() {
-		if !store.ClosePool(pool, store.PoolCloseWait) {
-			log.Warn("database connections did not close in time; dropping them", "waited", store.PoolCloseWait)
+		wait := stopClock.Left(store.PoolCloseWait)
+		if !store.ClosePool(pool, wait) {
+			log.Warn("database connections did not close in time; dropping them", "waited", wait)
 		}
 	}()
 
@@ -89,7 +93,7 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer producer.Close(3 * time.Second)
+	defer func() { producer.Close(stopClock.Left(3 * time.Second)) }()
 
 	// Tracing is off unless OTEL_EXPORTER_OTLP_ENDPOINT is set; spans still
 	// in the exporter's queue are flushed at exit.
@@ -98,7 +102,7 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 		return err
 	}
 	defer func() {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopClock.Left(5*time.Second))
 		defer cancel()
 		if err := tp.Shutdown(fctx); err != nil {
 			log.Warn("flush traces", "err", err)

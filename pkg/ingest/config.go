@@ -55,8 +55,10 @@ type Config struct {
 	// revocation and on shutdown.
 	CommitTimeout time.Duration
 	// RevokeTimeout bounds the wait for in-flight batches of revoked
-	// partitions; ShutdownTimeout the wait on shutdown (inside the 30s a
-	// pod gets).
+	// partitions; ShutdownTimeout the wait on shutdown: with the commit
+	// after it (CommitTimeout) and the consumer's close (leaving the group)
+	// it leaves the rest of the contract's 30 s (package shutdown) to the
+	// producer, the pool and the trace flush.
 	RevokeTimeout, ShutdownTimeout time.Duration
 	// PauseRecords and PauseBytes: the poll loop pauses every partition
 	// while more than this many records or bytes wait for a batch slot
@@ -91,7 +93,7 @@ func DefaultConfig() Config {
 		WriteTimeout:    0, // DBTimeoutFor(BatchSize)
 		CommitTimeout:   5 * time.Second,
 		RevokeTimeout:   10 * time.Second,
-		ShutdownTimeout: 20 * time.Second,
+		ShutdownTimeout: 12 * time.Second,
 		PauseBytes:      64 << 20,
 	}
 }
