@@ -16,7 +16,9 @@ import (
 // worker claims, publishes and marks batches until ctx ends. It claims
 // nothing while Kafka is down (the prober wakes it) and, while PostgreSQL
 // cannot be reached, retries the claim (its probe: one cheap statement,
-// bounded by DBTimeout) with a backoff capped at ProbeMaxBackoff.
+// bounded by DBTimeout, doubled per claim that timed out while the
+// database answered probes; see claimCall) with a backoff capped at
+// ProbeMaxBackoff.
 func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 	log := r.logger.With("worker", id)
 	dbWait := backoff.New(100*time.Millisecond, r.cfg.ProbeMaxBackoff)

@@ -63,7 +63,9 @@ const (
 	HealthCheckPeriod = 5 * time.Second
 )
 
-// Open connects a pool and checks that the server answers. The URL may carry
+// Open creates a pool; it connects lazily (an unreachable server fails the
+// first call, not Open), so a binary starts, not ready, while the database
+// is down. Only a URL that does not parse is an error here. The URL may carry
 // pgxpool settings such as pool_max_conns and pool_health_check_period,
 // connect_timeout (default [DefaultConnectTimeout]) and a multi-host list
 // with target_session_attrs=read-write (failover: each connection goes to
