@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -211,6 +213,13 @@ func TestRunRelayHTTPFirst(t *testing.T) {
 		return code == 200 && strings.Contains(body, "route_passport_outbox_published_total") &&
 			strings.Contains(body, "route_passport_outbox_paused")
 	}, 10*time.Second, 20*time.Millisecond)
+	// Every series of ours is in the README's Metrics table.
+	_, body = get("http://" + addr + "/metrics")
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	for _, m := range regexp.MustCompile(`(?m)^# TYPE (route_passport_\w+)`).FindAllStringSubmatch(body, -1) {
+		require.Contains(t, string(readme), "`"+m[1]+"`", "README.md, Metrics: %s is not documented", m[1])
+	}
 
 	stopAt := time.Now()
 	cancel()

@@ -87,6 +87,9 @@ func (r *Relay) refreshIndexGauges(ctx context.Context) {
 	for _, ix := range ixs {
 		if ix.Valid {
 			r.m.indexBytes.WithLabelValues(ix.Name).Set(float64(ix.Bytes))
+			// Exported at 0 before the first rebuild: a query or alert on
+			// it finds the series (increase over a window needs one).
+			r.m.indexRebuilds.WithLabelValues(ix.Name)
 		}
 	}
 }

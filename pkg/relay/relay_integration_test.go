@@ -571,6 +571,7 @@ func TestRelayTableHealthGauges(t *testing.T) {
 		return rr.metric(t, "route_passport_db_oldest_xact_age_seconds") >= 1
 	})
 	require.Positive(t, rr.metric(t, "route_passport_outbox_table_bytes"))
+	require.Zero(t, rr.metric(t, "route_passport_outbox_index_rebuilds_total"), "exported at 0 before any rebuild")
 	require.NoError(t, tx.Rollback(ctx))
 	eventually(t, 20*time.Second, "the age drops once the snapshot is gone", func() bool {
 		return rr.metric(t, "route_passport_db_oldest_xact_age_seconds") < 1
