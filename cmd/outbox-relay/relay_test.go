@@ -160,6 +160,11 @@ func TestOps(t *testing.T) {
 		}
 		err := run(ctx, []string{"stats"}, nil, io.Discard, io.Discard)
 		require.Equal(t, 2, config.ExitCode(err), "DATABASE_URL missing: %v", err)
+		for _, h := range []string{"help", "-h", "-help", "--help"} {
+			var out bytes.Buffer
+			require.NoError(t, run(ctx, []string{h}, nil, &out, io.Discard), h)
+			require.Contains(t, out.String(), "usage: outbox-relay", h)
+		}
 	})
 
 	// A connection string that does not parse stops the process at start,
