@@ -18,9 +18,11 @@ import (
 	"github.com/pcp/route-processing/pkg/tracing"
 )
 
-// runIngest wires bin/ingestor: HTTP endpoints first (so /healthz and
-// /metrics answer before Kafka or PostgreSQL are reachable), then the pool,
-// the DLQ producer and the consumer, then the ingest loop until ctx ends.
+// runIngest wires bin/ingestor: tracing and the Kafka clients first (a
+// setting they refuse stops the process before anything is logged), then
+// the HTTP endpoints (so /healthz and /metrics
+// answer before Kafka or PostgreSQL are reachable), the pool, and the ingest
+// loop until ctx ends.
 func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	cfg, err := config.LoadIngestor(environ)
 	if err != nil {
@@ -33,7 +35,6 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	stopClock := shutdown.Start(ctx)
 	base := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	logger := base.With("component", "ingest")
-	gctune.Apply(environ, "/sys/fs/cgroup").Log(ctx, logger)
 	reg := obs.NewRegistry()
 	ready := obs.NewReadiness(reg, "route_passport_ingest")
 	metrics := ingest.NewMetrics(reg)
@@ -53,8 +54,34 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	}()
 	if tp.Enabled {
 		cfg.Ingest.Tracer = tp.Tracer("github.com/pcp/route-processing/pkg/ingest")
-		logger.Info("tracing on")
 	}
+
+	// Created before anything is logged or served, so that a property
+	// librdkafka refuses stops the process with its one line (the producer
+	// starts connecting at once, the consumer only when it subscribes).
+	client := kafkax.ClientConfig{
+		BootstrapServers: cfg.KafkaBootstrapServers,
+		Properties:       cfg.ConsumerProperties(),
+		ClientID:         "route-passport-ingestor",
+	}
+	consumer, err := kafkax.NewConsumer(logger, kafkax.ConsumerConfig{ClientConfig: client, GroupID: cfg.ConsumerGroup, Topic: cfg.TopicInput})
+	if err != nil {
+		return err
+	}
+	// Closed with a bound after Run; on the way out before it, here.
+	consumerRunning := false
+	defer func() {
+		if !consumerRunning {
+			_ = consumer.Close()
+		}
+	}()
+	client.Properties = cfg.ProducerProperties()
+	producer, err := kafkax.NewProducer(logger, kafkax.ProducerConfig{ClientConfig: client, DeliveryTimeout: 30 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer func() { producer.Close(stopClock.Left(5 * time.Second)) }()
+	gctune.Apply(environ, "/sys/fs/cgroup").Log(ctx, logger)
 
 	// Not ready until PostgreSQL and a broker were reached: registered
 	// before HTTP serves, so that no /readyz answers 200 in between.
@@ -84,32 +111,15 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	}()
 	passports := store.NewPassports(pool, cfg.OutboxMaxAttempts)
 
-	client := kafkax.ClientConfig{
-		BootstrapServers: cfg.KafkaBootstrapServers,
-		Properties:       cfg.ProducerProperties(),
-		ClientID:         "route-passport-ingestor",
-	}
-	producer, err := kafkax.NewProducer(logger, kafkax.ProducerConfig{ClientConfig: client, DeliveryTimeout: 30 * time.Second})
-	if err != nil {
-		return err
-	}
-	defer func() { producer.Close(stopClock.Left(5 * time.Second)) }()
-	client.Properties = cfg.ConsumerProperties()
-	consumer, err := kafkax.NewConsumer(logger, kafkax.ConsumerConfig{ClientConfig: client, GroupID: cfg.ConsumerGroup, Topic: cfg.TopicInput})
-	if err != nil {
-		return err
-	}
-
 	// ingest.New adds component=ingest itself.
 	in, err := ingest.New(base, cfg.Ingest, consumer, passports,
 		producer, metrics, ready)
 	if err != nil {
-		_ = consumer.Close()
 		return err
 	}
 	logger.Info("starting", "topic", cfg.TopicInput, "group", cfg.ConsumerGroup, "dlq", cfg.TopicInputDLQ,
 		"batch_size", cfg.Ingest.BatchSize, "batch_max_wait", cfg.Ingest.BatchMaxWait,
-		"db_timeout", in.DBTimeout())
+		"db_timeout", in.DBTimeout(), "tracing", tp.Enabled)
 
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	defer stopProbe()
@@ -118,6 +128,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	ready.Set("kafka", "not probed yet")
 	go probeKafka(probeCtx, logger, consumer, ready)
 
+	consumerRunning = true
 	runErr := in.Run(ctx)
 	stopProbe()
 	// Close leaves the group; the revocation it triggers commits nothing

@@ -35,6 +35,8 @@ func TestConfigErrorsExitTwoNamingTheVariable(t *testing.T) {
 		{"migrate without database", []string{"migrate"}, nil, "DATABASE_URL"},
 		{"malformed database url", nil, []string{"DATABASE_URL=postgres://u:pw@[::1", "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1"}, "DATABASE_URL"},
 		{"migrate, malformed database url", []string{"migrate"}, []string{"DATABASE_URL=host=x port=notaport"}, "DATABASE_URL"},
+		{"property librdkafka refuses", nil, []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1", "KAFKA_PROPERTY_LINGER_MS=-5"}, "KAFKA_PROPERTY_*"},
+		{"consumer property librdkafka refuses", nil, []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1", "KAFKA_CONSUMER_PROPERTY_FETCH_MAX_BYTES=-1"}, "KAFKA_PROPERTY_*"},
 		{"dlq-replay to an output topic", []string{"dlq-replay", "--to", "pcp.route.in.v1"}, []string{"KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1"}, "is an output topic"},
 		{"dlq-replay to a renamed output topic", []string{"dlq-replay", "--to", "geo.events"}, []string{"KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1", "TOPIC_ROUTE_GEOREFERENCE=geo.events"}, "is an output topic"},
 	}
@@ -47,6 +49,7 @@ func TestConfigErrorsExitTwoNamingTheVariable(t *testing.T) {
 			require.Equal(t, 2, config.ExitCode(err))
 			require.Contains(t, err.Error(), tc.wantVar)
 			require.Equal(t, 1, strings.Count(err.Error(), "\n")+1, "one line")
+			require.Empty(t, stderr.String(), "nothing logged before the one line")
 		})
 	}
 	err := run(context.Background(), []string{"frobnicate"}, nil, io.Discard, io.Discard)

@@ -33,9 +33,9 @@ func buildVersion() string {
 // flush, even while PostgreSQL hangs.
 const shutdownGrace = 15 * time.Second
 
-// runRelay wires the relay: HTTP first (so /healthz and /metrics answer
-// before Kafka or PostgreSQL do), then the pool, the producer, the LISTEN
-// connection and the relay's loops.
+// runRelay wires the relay: tracing and the producer first (a setting they
+// refuse stops the process before anything is logged), then HTTP (so /healthz and /metrics answer before Kafka or
+// PostgreSQL do), the pool, the LISTEN connection and the relay's loops.
 func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	cfg, err := config.LoadRelay(environ)
 	if err != nil {
@@ -51,11 +51,43 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	stopClock := shutdown.Start(ctx)
 	logger := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	log := logger.With("component", "relay")
-	gctune.Apply(environ, "/sys/fs/cgroup").Log(ctx, log)
 	reg := obs.NewRegistry()
 	ready := obs.NewReadiness(reg, "route_passport_outbox_relay")
 	ready.Set("postgres", "starting")
 	ready.Set("kafka", "starting")
+
+	// Tracing and the producer are set up before anything is logged or
+	// served, so that a setting they refuse stops the process with its one
+	// line (the producer starts connecting at once: tracing goes first).
+	// Tracing is off unless OTEL_EXPORTER_OTLP_ENDPOINT is set; spans still
+	// in the exporter's queue are flushed at exit.
+	tp, err := tracing.New(ctx, logger, "outbox-relay", buildVersion())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopClock.Left(5*time.Second))
+		defer cancel()
+		if err := tp.Shutdown(fctx); err != nil {
+			log.Warn("flush traces", "err", err)
+		}
+	}()
+
+	producer, err := kafkax.NewProducer(logger, kafkax.ProducerConfig{
+		ClientConfig: kafkax.ClientConfig{
+			BootstrapServers: cfg.KafkaBootstrapServers,
+			Properties:       cfg.ProducerProperties(),
+			ClientID:         "pcp-outbox-relay",
+		},
+		DeliveryTimeout: cfg.PublishTimeout,
+		Linger:          relay.ProducerLinger,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { producer.Close(stopClock.Left(3 * time.Second)) }()
+
+	gctune.Apply(environ, "/sys/fs/cgroup").Log(ctx, log)
 
 	// HTTP outlives ctx until the relay has stopped, so /metrics can be
 	// scraped during the drain.
@@ -77,38 +109,6 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 		}
 	}()
 
-	keys := make([]string, 0, len(cfg.KafkaProperties))
-	for k := range cfg.KafkaProperties {
-		keys = append(keys, k)
-	}
-	producer, err := kafkax.NewProducer(logger, kafkax.ProducerConfig{
-		ClientConfig: kafkax.ClientConfig{
-			BootstrapServers: cfg.KafkaBootstrapServers,
-			Properties:       cfg.ProducerProperties(),
-			ClientID:         "pcp-outbox-relay",
-		},
-		DeliveryTimeout: cfg.PublishTimeout,
-		Linger:          relay.ProducerLinger,
-	})
-	if err != nil {
-		return err
-	}
-	defer func() { producer.Close(stopClock.Left(3 * time.Second)) }()
-
-	// Tracing is off unless OTEL_EXPORTER_OTLP_ENDPOINT is set; spans still
-	// in the exporter's queue are flushed at exit.
-	tp, err := tracing.New(ctx, logger, "outbox-relay", buildVersion())
-	if err != nil {
-		return err
-	}
-	defer func() {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopClock.Left(5*time.Second))
-		defer cancel()
-		if err := tp.Shutdown(fctx); err != nil {
-			log.Warn("flush traces", "err", err)
-		}
-	}()
-
 	rc := cfg.Config
 	rc.ShutdownGrace, rc.Registerer, rc.Readiness = shutdownGrace, reg, ready
 	if tp.Enabled {
@@ -117,6 +117,10 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	r, err := relay.New(logger, store.NewOutbox(pool), producer, rc)
 	if err != nil {
 		return err
+	}
+	keys := make([]string, 0, len(cfg.KafkaProperties))
+	for k := range cfg.KafkaProperties {
+		keys = append(keys, k)
 	}
 	log.Info("starting", "batch_size", cfg.BatchSize, "poll_interval", cfg.PollInterval,
 		"lock_timeout", cfg.LockTimeout, "publish_timeout", cfg.PublishTimeout, "max_attempts", cfg.MaxAttempts,

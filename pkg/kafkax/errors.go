@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
@@ -167,7 +168,8 @@ type PropertyError struct {
 }
 
 func (e *PropertyError) Error() string {
-	return fmt.Sprintf("create %s: %v (check the KAFKA_PROPERTY_*, KAFKA_CONSUMER_PROPERTY_* and KAFKA_PRODUCER_PROPERTY_* variables)", e.Client, e.Err)
+	// librdkafka's message ends with a newline: the process's one line.
+	return fmt.Sprintf("create %s: %s (check the KAFKA_PROPERTY_*, KAFKA_CONSUMER_PROPERTY_* and KAFKA_PRODUCER_PROPERTY_* variables)", e.Client, strings.TrimSpace(e.Err.Error()))
 }
 
 func (e *PropertyError) Unwrap() error { return e.Err }

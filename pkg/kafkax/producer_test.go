@@ -144,5 +144,6 @@ func TestCreateRefusesBadPropertiesAsSettingErrors(t *testing.T) {
 		require.Contains(t, err.Error(), "bogus.prop")
 		require.Contains(t, err.Error(), "KAFKA_PROPERTY_*")
 		require.NotContains(t, err.Error(), "S3CRETVALUE")
+		require.NotContains(t, err.Error(), "\n", "one line")
 	}
 }
