@@ -478,8 +478,15 @@ func TestFakeReadOnlyDatabaseStaysNotReady(t *testing.T) {
 	s := newFakeStore()
 	readOnly := &pgconn.PgError{Code: "25006", Message: "cannot execute INSERT in a read-only transaction"}
 	s.setFail(func([]passport.Accepted) error { return readOnly })
-	// Pings fail at first too, so that the probe pings often (backoff).
-	s.setPingFail(func() error { return errDown })
+	// Pings fail after the first (nothing is consumed before the database
+	// answered once), so that the probe pings often (backoff).
+	var pinged atomic.Bool
+	s.setPingFail(func() error {
+		if pinged.Swap(true) {
+			return errDown
+		}
+		return nil
+	})
 	d := &fakeDLQ{}
 	r := startFake(t, c, s, d)
 
@@ -552,8 +559,11 @@ func TestFakeOutageFailuresDoNotSplitASpan(t *testing.T) {
 	down.Store(true)
 	var whileDown, afterUp atomic.Int32
 	errDown := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	// The first ping answers: nothing is consumed before the database
+	// answered once.
+	var pinged atomic.Bool
 	s.setPingFail(func() error {
-		if down.Load() {
+		if down.Load() && pinged.Swap(true) {
 			return errDown
 		}
 		return nil

@@ -45,9 +45,10 @@ func (in *Ingestor) flowControl(ctx context.Context) {
 	}
 }
 
-// outage reports whether a dependency is down (consumption pauses).
+// outage reports whether consumption waits for a dependency (down, or the
+// database not reached yet): partitions pause and no new batch starts.
 func (in *Ingestor) outage() bool {
-	return in.dbHealth.outage.Load() || in.dlqHealth.outage.Load()
+	return in.dbHealth.holding() || in.dlqHealth.holding()
 }
 
 // overfull reports whether too much waits for a batch slot (consumption

@@ -19,9 +19,11 @@ type health struct {
 	ready     *obs.Readiness
 	component string
 	// down: not ready (failing, or not yet seen working); outage: a
-	// failure was seen and no success since (consumption pauses).
-	down   atomic.Bool
-	outage atomic.Bool
+	// failure was seen and no success since; reached: seen working once.
+	// Consumption pauses while holding (an outage, or never reached).
+	down    atomic.Bool
+	outage  atomic.Bool
+	reached atomic.Bool
 	// warned: unreached logged since the dependency last worked.
 	warned atomic.Bool
 	mu     sync.Mutex
@@ -35,10 +37,18 @@ func newHealth(logger *slog.Logger, ready *obs.Readiness, component, initial str
 	h := &health{logger: logger.With("dependency", component), ready: ready, component: component}
 	if initial != "" {
 		h.down.Store(true)
+	} else {
+		h.reached.Store(true)
 	}
 	ready.Set(component, initial)
 	return h
 }
+
+// holding reports whether consumption must wait for the dependency: it
+// failed and has not worked since, or it never answered yet (a record
+// consumed then could be dead-lettered while the database is unavailable,
+// which contract §1.5 forbids).
+func (h *health) holding() bool { return h.outage.Load() || !h.reached.Load() }
 
 // ok marks the dependency working.
 func (h *health) ok(ctx context.Context) { h.okIf(ctx, nil) }
@@ -61,6 +71,7 @@ func (h *health) okIf(ctx context.Context, mayEnd func() bool) {
 	}
 	h.down.Store(false)
 	h.outage.Store(false)
+	h.reached.Store(true)
 	h.warned.Store(false)
 	h.ready.Set(h.component, "")
 	if !h.since.IsZero() {
@@ -73,8 +84,9 @@ func (h *health) okIf(ctx context.Context, mayEnd func() bool) {
 
 // unreached logs, once until the dependency works, why a probe of a
 // dependency not yet seen working failed (wrong password, unknown host):
-// nothing is consumed before it answers, so no call fails and nothing else
-// would say why the process is not ready. An outage logs its own line.
+// nothing is consumed before it answers (holding), so no call fails and
+// nothing else would say why the process is not ready. An outage logs its
+// own line.
 func (h *health) unreached(ctx context.Context, err error) {
 	if h.outage.Load() || h.warned.Swap(true) {
 		return
@@ -106,10 +118,16 @@ func (h *health) fail(ctx context.Context, err error) {
 // probe, so a hung link (bytes held, no RST) shows in /readyz
 // within stallAfter+probeTick+probeTimeout, long before the call's own
 // timeout.
+//
+// A dependency that is up and idle (no call outstanding) is probed every
+// idleProbeEvery with the cheap probe, if it has one: with no input nothing
+// else would notice that it went away, and /readyz would stay 200 through
+// a whole outage.
 const (
-	probeTick    = 250 * time.Millisecond
-	stallAfter   = time.Second
-	probeTimeout = time.Second
+	probeTick      = 250 * time.Millisecond
+	stallAfter     = time.Second
+	probeTimeout   = time.Second
+	idleProbeEvery = time.Second
 )
 
 // wakeup lets a successful probe end the backoff sleeps of the retries
@@ -223,8 +241,9 @@ func (w *callWatch) cancelBefore(t time.Time) int {
 }
 
 // watch keeps h current with probe until ctx ends: every probeTick while h
-// is down, and while up whenever a call has been outstanding for stall (a
-// failed probe then marks h down). A successful probe wakes
+// is down, and while up whenever a call has been outstanding for stall, or
+// with idleProbe (nil: none) every idleProbeEvery while no call is (a failed
+// probe then marks h down). A successful probe wakes
 // the retries backing off, and ends the outage only when no worker is
 // retrying (idle: nothing else would find out). While one is, its success
 // ends it: the server may answer and still refuse the work (read-only
@@ -236,9 +255,10 @@ func (w *callWatch) cancelBefore(t time.Time) int {
 // hold the recovery back until their own timeout. A call begun after the
 // last failed probe is never cut short, so a slow write on a database that
 // is back is not cancelled over and over.
-func (in *Ingestor) watch(ctx context.Context, h *health, probe func(context.Context) error, stall time.Duration, workers *atomic.Int32) {
+func (in *Ingestor) watch(ctx context.Context, h *health, probe, idleProbe func(context.Context) error, stall time.Duration, workers *atomic.Int32) {
 	noWorker := func() bool { return workers.Load() == 0 }
-	var lastFailed time.Time
+	var lastFailed, lastIdle time.Time
+	idleFailed := 0
 	for {
 		switch {
 		case h.down.Load():
@@ -259,6 +279,17 @@ func (in *Ingestor) watch(ctx context.Context, h *health, probe func(context.Con
 			if stalled := h.calls.oldest(); err != nil && ctx.Err() == nil && stalled >= stall {
 				lastFailed = time.Now()
 				h.fail(ctx, fmt.Errorf("a call is outstanding for %s and a probe failed: %w", stalled.Round(time.Millisecond), err))
+			}
+		case idleProbe != nil && h.calls.oldest() == 0 && time.Since(lastIdle) >= idleProbeEvery:
+			lastIdle = time.Now()
+			if err := runProbe(ctx, idleProbe); err == nil || ctx.Err() != nil {
+				idleFailed = 0
+			} else if idleFailed++; idleFailed >= 2 {
+				// Two in a row: one slow ping on a loaded machine is not
+				// an outage.
+				lastFailed = time.Now()
+				idleFailed = 0
+				h.fail(ctx, fmt.Errorf("idle, and two probes in a row failed: %w", err))
 			}
 		}
 		if !backoff.Sleep(ctx, probeTick) {

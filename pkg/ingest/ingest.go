@@ -179,8 +179,10 @@ func (in *Ingestor) Run(ctx context.Context) error {
 	// A database call is probed before its bound runs out, however short
 	// the bound: a timeout while the database answers is a slow database,
 	// so only the probe can tell a stuck write (probeDB).
-	go in.watch(watchCtx, in.dbHealth, in.probeDB, min(stallAfter, in.cfg.WriteTimeout/2), &in.dbWriters)
-	go in.watch(watchCtx, in.dlqHealth, in.probeDLQ, stallAfter, &in.dlqWriters)
+	go in.watch(watchCtx, in.dbHealth, in.probeDB, in.store.Ping, min(stallAfter, in.cfg.WriteTimeout/2), &in.dbWriters)
+	// The DLQ's brokers are the input's: probeKafka (cmd/ingestor) watches
+	// them while idle.
+	go in.watch(watchCtx, in.dlqHealth, in.probeDLQ, nil, stallAfter, &in.dlqWriters)
 
 	if err := in.consumer.Subscribe(in.onAssigned, in.onRevoked); err != nil {
 		return err

@@ -742,3 +742,54 @@ func TestPostgresOutage(t *testing.T) {
 		require.LessOrEqual(t, o, endOffsets(all)[p])
 	}
 }
+
+// An idle ingestor (no input) sees PostgreSQL go away: not ready within
+// seconds, ready again once it is back. Without input no write fails, so
+// only its idle probe can tell.
+func TestPostgresOutageWhileIdle(t *testing.T) {
+	t.Parallel()
+	cluster := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	url := cluster.CreateDatabase(t, "idle", true)
+	b := setup(t, 1, url)
+	r := b.start(t)
+	recs, _ := validRecords(t, 5)
+	all := testenv.Produce(t, b.bootstrap, b.topic, recs...)
+	b.waitCommitted(t, endOffsets(all), 60*time.Second)
+	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
+
+	cluster.Stop(t)
+	down := time.Now()
+	require.Eventually(t, func() bool { return r.readyz(t) != http.StatusOK }, 15*time.Second, 50*time.Millisecond,
+		"/readyz stayed 200 with PostgreSQL stopped and no input")
+	t.Logf("figures: not ready %.1fs after PostgreSQL stopped (idle)", time.Since(down).Seconds())
+	cluster.Start(t)
+	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 15*time.Second, 50*time.Millisecond)
+	require.NoError(t, r.stop(t))
+}
+
+// An ingestor started while PostgreSQL cannot be reached consumes nothing:
+// an invalid record waiting in the topic is not dead-lettered (contract
+// §1.5: while the database is unavailable nothing is), and once the
+// database answers both records end where they belong.
+func TestNothingConsumedBeforePostgresAnswers(t *testing.T) {
+	t.Parallel()
+	cluster := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	url := cluster.CreateDatabase(t, "unreached", true)
+	b := setup(t, 1, url)
+	cluster.Stop(t)
+
+	recs, _ := validRecords(t, 1)
+	recs = append(recs, testenv.Record{Value: []byte(`{"data":`)})
+	all := testenv.Produce(t, b.bootstrap, b.topic, recs...)
+	r := b.start(t)
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		require.NotEqual(t, http.StatusOK, r.readyz(t))
+	}
+	require.Empty(t, testenv.ReadAll(t, b.bootstrap, b.dlqTopic), "dead-lettered while the database was unreachable")
+
+	cluster.Start(t)
+	b.waitCommitted(t, endOffsets(all), 60*time.Second)
+	require.NoError(t, r.stop(t))
+	require.Len(t, testenv.ReadAll(t, b.bootstrap, b.dlqTopic), 1)
+	require.Equal(t, 1, b.count(t, "select count(*) from route_passports"))
+}

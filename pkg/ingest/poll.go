@@ -157,7 +157,10 @@ func (in *Ingestor) held() bool {
 
 // dispatch starts batches while there are slots and due batches.
 func (in *Ingestor) dispatch(ctx context.Context) {
-	for in.inflight < in.cfg.Pipeline && len(in.pending) > 0 && in.batchDue() && !in.held() {
+	// No batch starts while consumption waits for a dependency: its
+	// contract errors would be dead-lettered while the database is
+	// unavailable (contract §1.5), its valid records only retried.
+	for in.inflight < in.cfg.Pipeline && len(in.pending) > 0 && in.batchDue() && !in.held() && !in.outage() {
 		// Up to BatchSize records and BatchBytes bytes, at least one.
 		n, size := 0, 0
 		for n < len(in.pending) && n < in.cfg.BatchSize {
