@@ -17,6 +17,7 @@ func (r *Relay) watchControl(ctx context.Context) {
 		paused, err := r.outbox.Paused(c)
 		cancel()
 		if err == nil && r.paused.Swap(paused) != paused {
+			r.showKafkaReady()
 			if paused {
 				r.m.paused.Set(1)
 				r.logger.WarnContext(ctx, "paused by an operator; no new claims until `outbox-relay resume`")

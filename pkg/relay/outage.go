@@ -25,7 +25,7 @@ func (r *Relay) confirmOutage(ctx context.Context, cause error) error {
 	}
 	r.kafkaDown.Store(true)
 	r.m.kafkaOutages.Inc()
-	r.setReady("kafka", fmt.Errorf("no broker answers: %w", err))
+	r.setKafkaReady(fmt.Errorf("no broker answers: %w", err))
 	r.logger.ErrorContext(ctx, "kafka unreachable; claims stopped, leases given back, probing", "err", cause, "probe_err", err)
 	select {
 	case r.outage <- struct{}{}:
@@ -55,7 +55,9 @@ func (r *Relay) watchKafka(ctx context.Context) {
 		case <-r.outage:
 			r.probe(ctx, true)
 		case <-idle.C:
-			if !r.kafkaDown.Load() && time.Since(time.Unix(0, r.lastDelivery.Load())) >= idleProbeEvery {
+			// A paused relay has nothing to deliver: its readiness does
+			// not follow the cluster (setKafkaReady), so no idle check.
+			if !r.kafkaDown.Load() && !r.paused.Load() && time.Since(time.Unix(0, r.lastDelivery.Load())) >= idleProbeEvery {
 				_ = r.confirmOutage(ctx, errors.New("idle check: no batch delivered lately"))
 			}
 		}
@@ -74,15 +76,19 @@ func (r *Relay) probe(ctx context.Context, inOutage bool) {
 		err := r.pub.Probe(ctx, "", r.cfg.probeTimeout())
 		if err == nil {
 			r.kafkaDown.Store(false)
-			r.setReady("kafka", nil)
+			r.setKafkaReady(nil)
 			if inOutage || attempt > 1 {
-				r.logger.InfoContext(ctx, "kafka reachable; claiming", "probes", attempt)
+				if r.paused.Load() {
+					r.logger.InfoContext(ctx, "kafka reachable; claims wait for `outbox-relay resume`", "probes", attempt)
+				} else {
+					r.logger.InfoContext(ctx, "kafka reachable; claiming", "probes", attempt)
+				}
 			}
 			r.Wake()
 			return
 		}
 		if attempt == 1 && !inOutage {
-			r.setReady("kafka", fmt.Errorf("no broker answers: %w", err))
+			r.setKafkaReady(fmt.Errorf("no broker answers: %w", err))
 			r.logger.ErrorContext(ctx, "kafka unreachable at start; probing", "err", err)
 		} else {
 			r.logger.DebugContext(ctx, "kafka probe failed", "err", err, "attempt", attempt)

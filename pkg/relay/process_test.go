@@ -1,11 +1,14 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -242,4 +245,39 @@ func TestDefaultPublishTimeoutFollowsTheLease(t *testing.T) {
 	require.Equal(t, 2*time.Second, Config{LockTimeout: 4 * time.Second}.WithDefaults().PublishTimeout, "half a short lease")
 	require.Equal(t, 50*time.Second, Config{LockTimeout: 40 * time.Second, PublishTimeout: 50 * time.Second}.WithDefaults().PublishTimeout,
 		"a set value is kept (and Validate rejects it)")
+}
+
+// failingMarks fails MarkPublished n times, then succeeds.
+type failingMarks struct {
+	fakeOutbox
+	n atomic.Int32
+}
+
+func (f *failingMarks) MarkPublished(ctx context.Context, ls []outbox.Lease) (int64, error) {
+	if f.n.Add(-1) >= 0 {
+		return 0, errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+	}
+	return f.fakeOutbox.MarkPublished(ctx, ls)
+}
+
+// TestRetryDBLogsOncePerFailure: a mark that fails while PostgreSQL is away
+// is retried until it succeeds or the lease ends, with one warning for the
+// failure and one line for the outcome, not one per retry (a retry comes
+// every ProbeMaxBackoff: the log flooded during an outage).
+func TestRetryDBLogsOncePerFailure(t *testing.T) {
+	t.Parallel()
+	ob := &failingMarks{}
+	ob.n.Store(12)
+	var logs bytes.Buffer
+	r, err := New(slog.New(slog.NewTextHandler(&logs, nil)), ob, &fakePublisher{}, Config{ProbeMaxBackoff: 10 * time.Millisecond})
+	require.NoError(t, err)
+	leases := []outbox.Lease{{ID: uuid.New(), Token: uuid.New()}}
+	r.retryDB(context.Background(), time.Now().Add(time.Minute), "mark published", func(ctx context.Context) error {
+		_, err := ob.MarkPublished(ctx, leases)
+		return err
+	})
+	require.Len(t, ob.published, 1, "marked once it succeeded")
+	require.Equal(t, 1, strings.Count(logs.String(), "level=WARN"), logs.String())
+	require.Contains(t, logs.String(), "database write succeeded after retries")
+	require.Contains(t, logs.String(), "retries=12")
 }

@@ -82,7 +82,11 @@ type Relay struct {
 	wakes    []*wakeSlot // one per worker
 	nextWake int         // where wakeOne starts looking
 
-	paused    atomic.Bool
+	paused atomic.Bool
+	// kafkaErr is the cluster's state for readiness (nil: a broker
+	// answers), shown unless paused (setKafkaReady).
+	kafkaMu   sync.Mutex
+	kafkaErr  error
 	kafkaDown atomic.Bool
 	probing   sync.Mutex    // one outage confirmation at a time
 	outage    chan struct{} // a confirmed outage, for the prober (outage.go)
@@ -144,6 +148,29 @@ func (r *Relay) setReady(component string, err error) {
 	r.cfg.Readiness.Set(component, reason)
 }
 
+// setKafkaReady records whether a broker answers (err nil) for readiness.
+// While the relays are paused it shows ready whatever the cluster does: a
+// paused relay publishes nothing, so an unreachable cluster does not make
+// it unusable, and an operator who paused for a Kafka incident gets quiet
+// alerts (README, Deploy). The state is shown again on resume.
+func (r *Relay) setKafkaReady(err error) {
+	r.kafkaMu.Lock()
+	defer r.kafkaMu.Unlock()
+	r.kafkaErr = err
+	if r.paused.Load() {
+		err = nil
+	}
+	r.setReady("kafka", err)
+}
+
+// showKafkaReady applies the pause flag to the recorded cluster state.
+func (r *Relay) showKafkaReady() {
+	r.kafkaMu.Lock()
+	err := r.kafkaErr
+	r.kafkaMu.Unlock()
+	r.setKafkaReady(err)
+}
+
 // Run runs the workers, the prober and the housekeeping loops until ctx
 // ends, then finishes (or gives back) the batches in flight and returns nil.
 func (r *Relay) Run(ctx context.Context) error {
@@ -152,7 +179,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	// "postgres" turns ready with the first successful claim.
 	r.setReady("postgres", errors.New("not connected yet"))
 	r.kafkaDown.Store(true)
-	r.setReady("kafka", errors.New("not probed yet"))
+	r.setKafkaReady(errors.New("not probed yet"))
 	var wg sync.WaitGroup
 	wg.Go(func() { r.watchKafka(ctx) })
 	r.wakeMu.Lock()

@@ -23,6 +23,7 @@ import (
 	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/relay"
 	"github.com/pcp/route-processing/pkg/relay/relaytest"
+	"github.com/pcp/route-processing/pkg/store"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
 
@@ -342,4 +343,36 @@ func TestRelaySlowClaimRunsOn(t *testing.T) {
 	t.Logf("figures: slow claim (300 rows × 10 ms, DBTimeout 2s): published in %.2fs; %d of %d readiness polls non-200", time.Since(start).Seconds(), notReady, polls)
 	require.Greater(t, polls, 20, "the claim was slow (a poll every 50 ms)")
 	require.Zero(t, notReady, "a slow claim is not an outage")
+}
+
+// TestPausedRelayStaysReadyThroughAKafkaFreeze: a relay paused by an
+// operator publishes nothing, so a frozen cluster does not make it
+// unusable: /readyz stays 200 (the incident the operator paused for keeps
+// its alerts quiet, README Deploy). Resumed while the cluster is still
+// frozen, it reports it within seconds, and publishes after the thaw.
+func TestPausedRelayStaysReadyThroughAKafkaFreeze(t *testing.T) {
+	t.Parallel()
+	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 1})
+	b := setup(t, broker.Addr())
+	topic := testenv.CreateTopic(t, broker.Addr(), "paused-freeze", 1)
+	rr := b.start(t, relay.Config{PollInterval: 100 * time.Millisecond})
+	relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic})
+	eventually(t, 20*time.Second, "warm-up row published", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 1 })
+
+	ctx := context.Background()
+	ob := store.NewOutbox(b.pool)
+	require.NoError(t, ob.SetPaused(ctx, true, "kafka incident", "test"))
+	eventually(t, 5*time.Second, "paused gauge", func() bool { return rr.metric(t, "route_passport_outbox_paused") == 1 })
+	broker.Pause(t)
+	relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic})
+	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		require.Equal(t, http.StatusOK, rr.readyz(t), "a paused relay turned not ready over a frozen cluster")
+	}
+
+	require.NoError(t, ob.SetPaused(ctx, false, "", "test"))
+	eventually(t, 10*time.Second, "/readyz not 200 once resumed with the cluster still frozen", func() bool { return rr.readyz(t) != http.StatusOK })
+	broker.Resume(t)
+	eventually(t, 10*time.Second, "/readyz 200 after the thaw", func() bool { return rr.readyz(t) == http.StatusOK })
+	eventually(t, 30*time.Second, "the row published after the thaw", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 2 })
+	require.Zero(t, relaytest.Count(t, b.pool, outbox.StatusFailed))
 }

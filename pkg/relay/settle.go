@@ -126,25 +126,35 @@ func (r *Relay) postpone(ctx context.Context, deadline time.Time, b *batch) {
 // retryDB runs fn, each call bounded by writeCall, until it succeeds, ctx
 // ends or the lease deadline passes (after which the rows belong to whoever
 // claims them next anyway).
+//
+// It logs the first failure and the outcome, not every retry: during an
+// outage a retry comes every ProbeMaxBackoff until the lease ends.
 func (r *Relay) retryDB(ctx context.Context, deadline time.Time, op string, fn func(context.Context) error) {
 	bo := backoff.New(100*time.Millisecond, r.cfg.ProbeMaxBackoff)
-	for {
+	for retries := 0; ; retries++ {
 		c, cancel := r.writeCall(ctx, deadline)
 		stop := r.watchWrite(ctx, op, nil)
 		err := fn(c)
 		stop()
 		cancel()
 		if err == nil {
+			if retries > 0 {
+				r.logger.InfoContext(ctx, "database write succeeded after retries", "op", op, "retries", retries)
+			}
 			return
 		}
 		wait := bo.Next()
 		if ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
-			r.logger.ErrorContext(ctx, "giving up; the leases will expire and the rows be claimed again", "op", op, "err", err)
+			r.logger.ErrorContext(ctx, "giving up; the leases will expire and the rows be claimed again", "op", op, "err", err, "retries", retries)
 			return
 		}
 		r.dbUp.Store(false) // the next successful claim reports ready again
 		r.setReady("postgres", err)
-		r.logger.WarnContext(ctx, "database write failed; retrying", "op", op, "err", err, "retry_in", wait)
+		if retries == 0 {
+			r.logger.WarnContext(ctx, "database write failed; retrying until it succeeds or the lease ends", "op", op, "err", err, "lease_ends_in", time.Until(deadline).Round(time.Millisecond))
+		} else {
+			r.logger.DebugContext(ctx, "database write failed again", "op", op, "err", err, "retry_in", wait)
+		}
 		backoff.Sleep(ctx, wait)
 	}
 }
