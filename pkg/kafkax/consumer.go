@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -40,7 +41,27 @@ type Consumer struct {
 	// broker is down; log a code once, then again only every errEvery.
 	lastErrCode kafka.ErrorCode
 	lastErrAt   time.Time
+
+	// A paused partition gets no fetch responses, so librdkafka's cached
+	// high watermark stops moving (a backlog built during an outage would
+	// not show in the lag); HighWatermark asks the broker for those.
+	wmMu   sync.Mutex
+	paused map[int32]bool
+	asked  map[int32]askedWatermark
 }
+
+type askedWatermark struct {
+	high int64
+	at   time.Time
+}
+
+// While a partition is paused its high watermark is asked of the broker at
+// most every askWatermarkEvery, each request bounded by askWatermarkTimeout
+// (HighWatermark runs on the poll loop).
+const (
+	askWatermarkEvery   = 5 * time.Second
+	askWatermarkTimeout = 500 * time.Millisecond
+)
 
 const errEvery = 30 * time.Second
 
@@ -202,6 +223,14 @@ func (c *Consumer) Pause(partitions []int32) error {
 	if err := c.c.Pause(c.tps(partitions, nil)); err != nil {
 		return fmt.Errorf("pause %s: %w", c.topic, err)
 	}
+	c.wmMu.Lock()
+	defer c.wmMu.Unlock()
+	if c.paused == nil {
+		c.paused, c.asked = map[int32]bool{}, map[int32]askedWatermark{}
+	}
+	for _, p := range partitions {
+		c.paused[p] = true
+	}
 	return nil
 }
 
@@ -212,6 +241,12 @@ func (c *Consumer) Resume(partitions []int32) error {
 	}
 	if err := c.c.Resume(c.tps(partitions, nil)); err != nil {
 		return fmt.Errorf("resume %s: %w", c.topic, err)
+	}
+	c.wmMu.Lock()
+	defer c.wmMu.Unlock()
+	for _, p := range partitions {
+		delete(c.paused, p)
+		delete(c.asked, p)
 	}
 	return nil
 }
@@ -234,9 +269,30 @@ func (c *Consumer) Commit(offsets map[int32]int64) error {
 	return nil
 }
 
-// HighWatermark returns the partition's high watermark as last seen in a
-// fetch response (no broker round trip), and whether one is known.
+// HighWatermark returns the partition's high watermark, and whether one is
+// known: as last seen in a fetch response (no broker round trip), or, for a
+// paused partition, as a broker answered at most askWatermarkEvery ago.
 func (c *Consumer) HighWatermark(partition int32) (int64, bool) {
+	c.wmMu.Lock()
+	paused, a := c.paused[partition], c.asked[partition]
+	c.wmMu.Unlock()
+	if paused {
+		if time.Since(a.at) >= askWatermarkEvery {
+			_, high, err := c.c.QueryWatermarkOffsets(c.topic, partition, int(askWatermarkTimeout.Milliseconds()))
+			if err != nil || high < 0 {
+				high = -1 // the cached one until the next ask
+			}
+			a = askedWatermark{high: high, at: time.Now()}
+			c.wmMu.Lock()
+			if c.paused[partition] {
+				c.asked[partition] = a
+			}
+			c.wmMu.Unlock()
+		}
+		if a.high >= 0 {
+			return a.high, true
+		}
+	}
 	_, high, err := c.c.GetWatermarkOffsets(c.topic, partition)
 	if err != nil || high < 0 {
 		return 0, false

@@ -1,0 +1,63 @@
+package kafkax
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+// TestPausedPartitionWatermarkFollowsTheBroker: a paused partition gets no
+// fetch responses, so librdkafka's cached high watermark stops; the lag of
+// a backlog that builds while the ingestor is paused (a database outage)
+// must still show. HighWatermark asks the broker for paused partitions.
+func TestPausedPartitionWatermarkFollowsTheBroker(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	topic := testenv.Topic(t, "watermark", 1)
+	produce := func(n int) {
+		recs := make([]testenv.Record, n)
+		for i := range recs {
+			recs[i] = testenv.Record{Value: []byte("v")}
+		}
+		testenv.Produce(t, bootstrap, topic, recs...)
+	}
+	produce(3)
+	c, err := NewConsumer(slog.New(slog.NewTextHandler(io.Discard, nil)), ConsumerConfig{
+		ClientConfig: ClientConfig{BootstrapServers: bootstrap, ClientID: "watermark-test"},
+		GroupID:      "watermark-" + topic, Topic: topic,
+	})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c.Close()) }()
+	require.NoError(t, c.Subscribe(nil, nil))
+	got := 0
+	require.Eventually(t, func() bool {
+		if r, err := c.Poll(100 * time.Millisecond); err == nil && r != nil {
+			got++
+		}
+		return got == 3
+	}, 30*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { h, ok := c.HighWatermark(0); return ok && h == 3 }, 10*time.Second, 50*time.Millisecond)
+
+	require.NoError(t, c.Pause([]int32{0}))
+	// A fetch already on its way when the pause came may still bring news;
+	// after fetch.wait.max.ms (500 ms) none is.
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); {
+		_, _ = c.Poll(50 * time.Millisecond)
+	}
+	produce(5)
+	require.Eventually(t, func() bool {
+		_, _ = c.Poll(50 * time.Millisecond) // the loop keeps polling while paused
+		h, ok := c.HighWatermark(0)
+		return ok && h == 8
+	}, 3*askWatermarkEvery, 50*time.Millisecond, "the paused partition's high watermark stayed behind the broker's")
+
+	require.NoError(t, c.Resume([]int32{0}))
+	h, ok := c.HighWatermark(0)
+	require.True(t, ok)
+	require.GreaterOrEqual(t, h, int64(3))
+}
