@@ -38,9 +38,8 @@ type Consumer struct {
 	stopLogs func()
 
 	// librdkafka repeats a transport error many times a second while a
-	// broker is down; log a code once, then again only every errEvery.
-	lastErrCode kafka.ErrorCode
-	lastErrAt   time.Time
+	// broker is down; each code is logged once every errEvery.
+	errs repeats
 
 	// A paused partition gets no fetch responses, so librdkafka's cached
 	// high watermark stops moving (a backlog built during an outage would
@@ -62,8 +61,6 @@ const (
 	askWatermarkEvery   = 5 * time.Second
 	askWatermarkTimeout = 500 * time.Millisecond
 )
-
-const errEvery = 30 * time.Second
 
 // consumerEnforced are the settings the at-least-once guarantee rests on:
 // offsets move only through Commit.
@@ -203,9 +200,12 @@ func (c *Consumer) Poll(timeout time.Duration) (*record.Record, error) {
 		if e.IsFatal() {
 			return nil, fmt.Errorf("kafka consumer: %w", e)
 		}
-		if now := time.Now(); e.Code() != c.lastErrCode || now.Sub(c.lastErrAt) >= errEvery {
-			c.lastErrCode, c.lastErrAt = e.Code(), now
-			c.logger.Warn("kafka: consumer error (librdkafka retries by itself)", "topic", c.topic, "err", e)
+		if ok, held := c.errs.allow(e.Code().String(), time.Now()); ok {
+			attrs := []any{"topic", c.topic, "err", e}
+			if held > 0 {
+				attrs = append(attrs, "repeated", held)
+			}
+			c.logger.Warn("kafka: consumer error (librdkafka retries by itself)", attrs...)
 		}
 		return nil, nil
 	default:

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
@@ -157,7 +158,16 @@ func bridgeLogs(logger *slog.Logger, m kafka.ConfigMap, client string) (stop fun
 	m["go.logs.channel.enable"] = true
 	m["go.logs.channel"] = ch
 	go func() {
+		var rep repeats
 		for e := range ch {
+			ok, held := rep.allow(messageKey(e.Tag, e.Message), time.Now())
+			if !ok {
+				continue
+			}
+			attrs := []any{"client", client, "tag", e.Tag, "name", e.Name}
+			if held > 0 {
+				attrs = append(attrs, "repeated", held)
+			}
 			// syslog levels: 0-3 error, 4 warning, 5-6 info, 7 debug.
 			lvl := slog.LevelDebug
 			switch {
@@ -168,7 +178,7 @@ func bridgeLogs(logger *slog.Logger, m kafka.ConfigMap, client string) (stop fun
 			case e.Level <= 6:
 				lvl = slog.LevelInfo
 			}
-			logger.Log(context.Background(), lvl, "librdkafka: "+strings.TrimSpace(e.Message), "client", client, "tag", e.Tag, "name", e.Name)
+			logger.Log(context.Background(), lvl, "librdkafka: "+strings.TrimSpace(e.Message), attrs...)
 		}
 	}()
 	var once sync.Once
