@@ -93,7 +93,7 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	// scraped during the drain.
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHTTP()
-	httpErr, err := obs.Serve(httpCtx, logger, cfg.HTTPAddr, obs.Handler(reg, ready))
+	httpErr, err := obs.Serve(httpCtx, log, cfg.HTTPAddr, obs.Handler(reg, ready))
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,10 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, ":8080", ing.HTTPAddr)
 	require.Equal(t, "json", ing.LogFormat)
 	require.Equal(t, slog.LevelInfo, ing.LogLevel)
+	c, err := LoadIngestor(env("LOG_FORMAT=JSON", "OUTBOX_MESSAGE_KEY=ROUTEID"))
+	require.NoError(t, err)
+	require.Equal(t, "json", c.LogFormat)
+	require.Equal(t, "routeId", c.MessageKey, "any letter case, kept as the contract spells it")
 	for in, want := range map[string]slog.Level{"debug": slog.LevelDebug, "WARN": slog.LevelWarn, "warning": slog.LevelWarn, "Warning": slog.LevelWarn, "error": slog.LevelError, "INFO+2": slog.LevelInfo + 2} {
 		c, err := LoadIngestor(env("LOG_LEVEL=" + in))
 		require.NoError(t, err, "LOG_LEVEL=%s", in)

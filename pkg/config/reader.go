@@ -176,11 +176,13 @@ func (r *reader) positiveInt(name string) int {
 	return v
 }
 
+// oneOf takes one of allowed in any letter case and returns it as allowed
+// spells it (LOG_FORMAT=JSON is json).
 func (r *reader) oneOf(name, def string, allowed ...string) string {
 	v := r.str(name, def)
 	for _, a := range allowed {
-		if v == a {
-			return v
+		if strings.EqualFold(v, a) {
+			return a
 		}
 	}
 	r.fail(name, fmt.Sprintf("%q is not one of %s", v, strings.Join(allowed, ", ")))
