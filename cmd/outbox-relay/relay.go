@@ -132,7 +132,7 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	listenDone := make(chan struct{})
 	go func() {
 		defer close(listenDone)
-		if err := store.Listen(ctx, log, cfg.ListenURL, time.Second, r.Notified, func() { r.Connected(ctx) }); err != nil && ctx.Err() == nil {
+		if err := store.Listen(ctx, log, cfg.ListenURL, time.Second, r.Notified, func() { r.Connected(ctx) }, r.Relisten()); err != nil && ctx.Err() == nil {
 			log.Error("outbox listener stopped; polling only", "err", err)
 		}
 	}()

@@ -73,6 +73,10 @@ type Config struct {
 	// StatsInterval is the refresh period of the pending and table gauges
 	// (default 5s).
 	StatsInterval time.Duration
+	// RelistenInterval is how often the LISTEN connection is replaced while
+	// notifications do not arrive (default relistenEvery, 30s; see
+	// Relay.Relisten).
+	RelistenInterval time.Duration
 	// RetentionInterval is the period of the retention sweep (default 10s:
 	// small, frequent sweeps instead of a minute's deletes at once); each
 	// statement deletes at most RetentionBatch rows (default 5000), with
@@ -175,6 +179,7 @@ func (c Config) WithDefaults() Config {
 	c.DBTimeout = cmp.Or(c.DBTimeout, DefaultDBTimeout)
 	c.Workers = cmp.Or(c.Workers, 2)
 	c.StatsInterval = cmp.Or(c.StatsInterval, 5*time.Second)
+	c.RelistenInterval = cmp.Or(c.RelistenInterval, relistenEvery)
 	c.RetentionInterval = cmp.Or(c.RetentionInterval, 10*time.Second)
 	c.RetentionBatch = cmp.Or(c.RetentionBatch, 5000)
 	c.ClaimFullScanInterval = cmp.Or(c.ClaimFullScanInterval, 10*time.Second)

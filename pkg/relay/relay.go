@@ -107,6 +107,7 @@ type Relay struct {
 	misses     atomic.Int64 // polls in a row that found unannounced rows
 	modeMu     sync.Mutex
 	mode       string
+	relisten   chan struct{} // Relisten
 }
 
 // New builds a relay. It does not touch the database or the brokers. Its
@@ -118,13 +119,14 @@ func New(logger *slog.Logger, outbox Outbox, pub Publisher, cfg Config) (*Relay,
 	}
 	cfg = cfg.WithDefaults()
 	r := &Relay{
-		logger: logger.With("component", "relay"),
-		outbox: withWatermark(outbox, cfg),
-		pub:    pub,
-		cfg:    cfg,
-		m:      newMetrics(cfg.Registerer),
-		outage: make(chan struct{}, 1),
-		rng:    rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		logger:   logger.With("component", "relay"),
+		outbox:   withWatermark(outbox, cfg),
+		pub:      pub,
+		cfg:      cfg,
+		m:        newMetrics(cfg.Registerer),
+		outage:   make(chan struct{}, 1),
+		relisten: make(chan struct{}, 1),
+		rng:      rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	r.indexes, _ = outbox.(IndexStore)
 	r.notifier, _ = outbox.(Notifier)
@@ -190,6 +192,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	r.wakeMu.Unlock()
 	wg.Go(func() { r.watchControl(ctx) })
+	wg.Go(func() { r.watchListener(ctx) })
 	wg.Go(func() { r.refreshGauges(ctx) })
 	if r.cfg.Retention > 0 {
 		wg.Go(func() { r.retention(ctx) })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -177,4 +178,48 @@ where wait_event = 'PgSleep' and pid <> pg_backend_pid()`).Scan(&n))
 	eventually(t, 10*time.Second, "/readyz 200 again", func() bool { return rr.readyz(t) == http.StatusOK })
 	t.Logf("figures: blackhole 1 s into a 4-s claim (DBTimeout 1s, claim bound 8s): not ready after %.2fs; all published %.2fs after the heal", notReady.Seconds(), published.Seconds())
 	require.Less(t, notReady, 3*time.Second, "found by a repeated probe, not by the claim's 8-s bound")
+}
+
+// TestRelayListenerConnectsAnewWhenItHearsNothing: the LISTEN connection's
+// link starts to hold every byte (a frozen server; at a failover, the old
+// primary's link while the standby is promoted) with no error the listener
+// could see. The relay polls, and asks for a new LISTEN connection, which
+// goes to the next host of the URL (target_session_attrs, as at a
+// failover) and hears notifications again.
+func TestRelayListenerConnectsAnewWhenItHearsNothing(t *testing.T) {
+	t.Parallel()
+	cluster := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	directURL := cluster.CreateDatabase(t, "relisten", true)
+	hung := testenv.NewFaultProxy(t, "pg-listen-first", cluster.Addr())
+	spare := testenv.NewFaultProxy(t, "pg-listen-second", cluster.Addr())
+	lu, err := url.Parse(cluster.URLAt(hung.Addr(), "relisten"))
+	require.NoError(t, err)
+	lu.Host = hung.Addr() + "," + spare.Addr()
+	q := lu.Query()
+	q.Set("connect_timeout", "2")
+	lu.RawQuery = q.Encode()
+	pool, err := store.Open(context.Background(), directURL, "test")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	b := &testBundle{url: directURL, listenURL: lu.String(), pool: pool, outbox: store.NewOutbox(pool), bootstrap: testenv.KafkaBootstrap(t)}
+	topic := testenv.Topic(t, "relisten", 1)
+	rr := b.start(t, relay.Config{PollInterval: 200 * time.Millisecond, RelistenInterval: time.Second, Workers: 1})
+	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic})
+	eventually(t, 20*time.Second, "first row published", func() bool { return relaytest.Count(t, pool, outbox.StatusPublished) == 1 })
+	require.Equal(t, 1.0, rr.labeled(t, "route_passport_outbox_relay_wakeup_mode", "mode", "notify"))
+
+	hung.Blackhole(t)
+	n := 1
+	eventually(t, 20*time.Second, "polling: notifications stopped", func() bool {
+		n++
+		relaytest.MustInsert(t, pool, outbox.Event{Topic: topic})
+		time.Sleep(300 * time.Millisecond)
+		return rr.labeled(t, "route_passport_outbox_relay_wakeup_mode", "mode", "poll") == 1
+	})
+	blackholed := time.Now()
+	eventually(t, 30*time.Second, "notifications arrive again on a new LISTEN connection", func() bool {
+		return rr.labeled(t, "route_passport_outbox_relay_wakeup_mode", "mode", "notify") == 1
+	})
+	t.Logf("figures: listener hung: notify mode again %.1fs after polling began (RelistenInterval 1s, connect_timeout 2s)", time.Since(blackholed).Seconds())
+	eventually(t, 30*time.Second, "every row published", func() bool { return relaytest.Count(t, pool, outbox.StatusPublished) == n })
 }

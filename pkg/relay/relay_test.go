@@ -1,6 +1,7 @@
 package relay_test
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
@@ -32,7 +33,8 @@ type testBundle struct {
 	pool      *pgxpool.Pool
 	outbox    *store.Outbox
 	bootstrap string
-	noListen  bool // start runs no LISTEN connection (as behind a transaction pooler)
+	noListen  bool   // start runs no LISTEN connection (as behind a transaction pooler)
+	listenURL string // the LISTEN connection's URL ("": url)
 }
 
 func setup(t testing.TB, bootstrap string) *testBundle {
@@ -98,7 +100,7 @@ func (b *testBundle) start(t testing.TB, cfg relay.Config) *runningRelay {
 	wg.Go(func() { _ = r.Run(ctx) })
 	if !b.noListen {
 		wg.Go(func() {
-			_ = store.Listen(ctx, logger, b.url, 100*time.Millisecond, r.Notified, func() { r.Connected(ctx) })
+			_ = store.Listen(ctx, logger, cmp.Or(b.listenURL, b.url), 100*time.Millisecond, r.Notified, func() { r.Connected(ctx) }, r.Relisten())
 		})
 	}
 	srv := httptest.NewServer(obs.Handler(reg, ready))

@@ -171,12 +171,16 @@ func (r *Relay) retryDB(ctx context.Context, deadline time.Time, op string, fn f
 // returns the function that ends the watch.
 func (r *Relay) watchWrite(ctx context.Context, op string, cut context.CancelFunc) (stop func()) {
 	every := r.cfg.DBTimeout / 2
+	// A probe may take up to DBTimeout, at most probeWaitMax: a hung link
+	// shows within every + probeWaitMax (4 s with the defaults), and a
+	// link that adds a second to each round trip still answers in time.
+	wait := min(r.cfg.DBTimeout, probeWaitMax)
 	start := time.Now()
 	var mu sync.Mutex
 	stopped := false
 	var t *time.Timer
 	probe := func() {
-		pctx, cancel := context.WithTimeout(ctx, every)
+		pctx, cancel := context.WithTimeout(ctx, wait)
 		err := r.probeDB(pctx)
 		cancel()
 		mu.Lock()
@@ -205,12 +209,14 @@ func (r *Relay) watchWrite(ctx context.Context, op string, cut context.CancelFun
 	}
 }
 
+// probeWaitMax bounds a database probe of a running call (watchWrite).
+const probeWaitMax = 2500 * time.Millisecond
+
 // probeDB is watchWrite's probe: the database answers, and no call of the
-// relay is stuck behind a lock (store's Stuck).
+// relay is stuck behind a lock, in one round trip (store's Stuck: its
+// answer is the proof that the database answers), so that a link slow by
+// a second is not taken for a hung one.
 func (r *Relay) probeDB(ctx context.Context) error {
-	if _, err := r.outbox.Paused(ctx); err != nil {
-		return fmt.Errorf("the database does not answer: %w", err)
-	}
 	return r.outbox.Stuck(ctx)
 }
 

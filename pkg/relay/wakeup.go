@@ -27,6 +27,50 @@ const missesForPoll = 1
 // milliseconds; a late one is corrected by the next notification.
 const probeWait = 3 * time.Second
 
+// relistenEvery is how often the relay asks for a new LISTEN connection
+// while notifications do not arrive (Relisten).
+const relistenEvery = 30 * time.Second
+
+// Relisten receives a value whenever the listener should connect anew
+// (store.Listen takes it): every relistenEvery while the relay polls because
+// notifications do not arrive. The connection may hang without an error: a
+// frozen server, or a failover while the old primary's link holds every
+// byte, where the listener stayed on the old primary for good. Behind a
+// transaction pooler without DATABASE_LISTEN_URL it reconnects every
+// relistenEvery, which costs one connection and the probe.
+func (r *Relay) Relisten() <-chan struct{} { return r.relisten }
+
+// watchListener asks for a new listener connection every relistenEvery
+// (Config.RelistenInterval) while the relay polls.
+func (r *Relay) watchListener(ctx context.Context) {
+	if r.notifier == nil {
+		return // no probe, no way to tell a listener that hears from one that does not
+	}
+	t := time.NewTicker(r.cfg.RelistenInterval)
+	defer t.Stop()
+	var asked time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.modeMu.Lock()
+		polling := r.mode == modePoll
+		r.modeMu.Unlock()
+		// Not again before the last new connection was made: asked again
+		// while it connects (a first host that hangs takes its
+		// connect_timeout), it would never reach the next host.
+		if polling && (asked.IsZero() || time.Unix(0, r.connected.Load()).After(asked)) {
+			select {
+			case r.relisten <- struct{}{}:
+				asked = time.Now()
+			default: // one is waiting already
+			}
+		}
+	}
+}
+
 // Notifier sends one notification on the outbox channel through the
 // relay's pool, as the ingestor's commits do; *store.Outbox implements it.
 // The relay probes its listener when the Outbox given to New is also a

@@ -22,7 +22,12 @@ import (
 // ever delivered (the server connection that ran it goes back to the pool).
 // Hence DATABASE_LISTEN_URL; the relay notices a listener that hears nothing
 // (relay.Relay.Connected probes it).
-func Listen(ctx context.Context, logger *slog.Logger, databaseURL string, reconnectDelay time.Duration, notified, connected func()) error {
+//
+// A value on relisten (nil: never) drops the connection and connects anew:
+// a connection can hang without an error (its server frozen, a standby
+// promoted while the old primary's link holds every byte), and then only
+// the relay can tell, from the notifications that do not arrive.
+func Listen(ctx context.Context, logger *slog.Logger, databaseURL string, reconnectDelay time.Duration, notified, connected func(), relisten <-chan struct{}) error {
 	cfg, err := connConfig(databaseURL, "DATABASE_LISTEN_URL")
 	if err != nil {
 		return err
@@ -53,7 +58,23 @@ func Listen(ctx context.Context, logger *slog.Logger, databaseURL string, reconn
 		}
 		notified()
 	}))
-	return l.Listen(ctx)
+	for {
+		lctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- l.Listen(lctx) }()
+		select {
+		case err := <-done:
+			cancel()
+			return err
+		case <-relisten:
+			cancel()
+			<-done
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			logger.DebugContext(ctx, "outbox listener: connecting anew, its notifications do not arrive")
+		}
+	}
 }
 
 // wakeHandler is called with false for a notification and with true after

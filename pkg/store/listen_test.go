@@ -29,9 +29,10 @@ func TestListenHearsNotifications(t *testing.T) {
 	notified := make(chan struct{}, 16)
 	done := make(chan error, 1)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	relisten := make(chan struct{}, 1)
 	go func() {
 		done <- store.Listen(ctx, logger, withPoolSettings(u), 50*time.Millisecond,
-			func() { notified <- struct{}{} }, func() { connected <- struct{}{} })
+			func() { notified <- struct{}{} }, func() { connected <- struct{}{} }, relisten)
 	}()
 	defer func() {
 		cancel()
@@ -46,16 +47,36 @@ func TestListenHearsNotifications(t *testing.T) {
 		t.Fatal("the listener did not connect within 10s")
 	}
 	// LISTEN runs right after the connect callback; notify until heard.
-	deadline := time.After(10 * time.Second)
-	for {
-		_, err := pool.Exec(ctx, "select pg_notify($1, '')", store.NotifyChannel)
-		require.NoError(t, err)
-		select {
-		case <-notified:
-			return
-		case <-time.After(100 * time.Millisecond):
-		case <-deadline:
-			t.Fatal("no notification heard within 10s")
+	heard := func() {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			_, err := pool.Exec(ctx, "select pg_notify($1, '')", store.NotifyChannel)
+			require.NoError(t, err)
+			select {
+			case <-notified:
+				return
+			case <-time.After(100 * time.Millisecond):
+			case <-deadline:
+				t.Fatal("no notification heard within 10s")
+			}
 		}
 	}
+	heard()
+
+	// relisten: a new connection (its backend pid differs), which hears.
+	var before int
+	require.NoError(t, pool.QueryRow(ctx, `select pid from pg_stat_activity where query ilike 'listen%' and datname = current_database() order by backend_start desc limit 1`).Scan(&before))
+	relisten <- struct{}{}
+	select {
+	case <-connected:
+	case err := <-done:
+		t.Fatalf("Listen returned on relisten: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener did not connect anew within 10s of relisten")
+	}
+	heard()
+	var after int
+	require.NoError(t, pool.QueryRow(ctx, `select pid from pg_stat_activity where query ilike 'listen%' and datname = current_database() order by backend_start desc limit 1`).Scan(&after))
+	require.NotEqual(t, before, after, "a new connection")
 }

@@ -93,7 +93,9 @@ func (b *bench) relayDBRun(run int, src string) (float64, observation, error) {
 	s := b.startSampler(db, nil)
 	done := make(chan error, 2)
 	go func() { done <- r.Run(ctx) }()
-	go func() { _ = store.Listen(ctx, logger, url, time.Second, r.Notified, func() { r.Connected(ctx) }) }()
+	go func() {
+		_ = store.Listen(ctx, logger, url, time.Second, r.Notified, func() { r.Connected(ctx) }, r.Relisten())
+	}()
 
 	f, err := followPublished(rows, func() (float64, error) {
 		return counterValue(reg, "route_passport_outbox_published_total")
