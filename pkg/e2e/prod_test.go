@@ -9,6 +9,7 @@ import (
 
 	"github.com/pcp/route-processing/pkg/passport"
 	"github.com/pcp/route-processing/pkg/passportgen"
+	"github.com/pcp/route-processing/pkg/relay"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
 
@@ -30,6 +31,7 @@ func TestProduction(t *testing.T) {
 	bins := BuildBinaries(t, t.TempDir())
 	t.Run("pgbouncer", func(t *testing.T) { t.Parallel(); testPgBouncer(t, bins) })
 	t.Run("pg-latency", func(t *testing.T) { t.Parallel(); testPGLatency(t, bins) })
+	t.Run("pg-slow-link", func(t *testing.T) { t.Parallel(); testPGSlowLink(t, bins) })
 	t.Run("pg-resets", func(t *testing.T) { t.Parallel(); testPGResets(t, bins) })
 	t.Run("pg-blackhole", func(t *testing.T) { t.Parallel(); testPGBlackhole(t, bins) })
 	t.Run("kafka-blackhole", func(t *testing.T) { t.Parallel(); testKafkaBlackhole(t, bins) })
@@ -262,7 +264,7 @@ func testFailover(t *testing.T, bins Binaries) {
 
 // pgProxyStack is a stack whose binaries reach their own PostgreSQL cluster
 // through a fault proxy; the test checks directly.
-func pgProxyStack(t *testing.T, bins Binaries, name string) (*stack, *testenv.FaultProxy) {
+func pgProxyStack(t *testing.T, bins Binaries, name string, relayEnv ...string) (*stack, *testenv.FaultProxy) {
 	t.Helper()
 	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
 	pg.CreateDatabase(t, "pcp_route_processing", false)
@@ -272,6 +274,7 @@ func pgProxyStack(t *testing.T, bins Binaries, name string) (*stack, *testenv.Fa
 		ServiceDB: pg.URLAt(px.Addr(), "pcp_route_processing"),
 		DirectDB:  pg.URL("pcp_route_processing"),
 		Bootstrap: broker.Addr(),
+		RelayEnv:  relayEnv,
 	})
 	return s, px
 }
@@ -279,11 +282,29 @@ func pgProxyStack(t *testing.T, bins Binaries, name string) (*stack, *testenv.Fa
 // testPGLatency: 100 ms ± 50 ms on every answer from PostgreSQL for the
 // whole stream.
 func testPGLatency(t *testing.T, bins Binaries) {
+	runPGLatency(t, bins, "pg-latency", 100*time.Millisecond, 50*time.Millisecond, 0.1)
+}
+
+// testPGSlowLink: every PostgreSQL reply 700 ms ± 100 ms late (a link far
+// slower than any datacenter's): both binaries keep working, and a probe
+// (one round trip, with its pool's own ping) must not take the slow link
+// for a hung one most of the time. The relay has the shipped lease: with
+// the stack's short one a claim is bounded by OUTBOX_DB_TIMEOUT alone (3 s,
+// a few round trips here).
+func testPGSlowLink(t *testing.T, bins Binaries) {
+	runPGLatency(t, bins, "pg-slow-link", 700*time.Millisecond, 100*time.Millisecond, 0.25,
+		"OUTBOX_LOCK_TIMEOUT="+relay.Config{}.WithDefaults().LockTimeout.String())
+}
+
+// runPGLatency streams passports while every PostgreSQL reply is late by
+// latency ± jitter; nothing may be lost, and neither binary may report not
+// ready in more than maxNotReady of the monitor's polls.
+func runPGLatency(t *testing.T, bins Binaries, name string, latency, jitter time.Duration, maxNotReady float64, relayEnv ...string) {
 	const n, rate = 3_000, 200
 	start := time.Now()
-	s, px := pgProxyStack(t, bins, "pglatency")
+	s, px := pgProxyStack(t, bins, strings.ReplaceAll(name, "-", ""), relayEnv...)
 	s.startBoth()
-	px.Latency(t, 100*time.Millisecond, 50*time.Millisecond)
+	px.Latency(t, latency, jitter)
 	recs := GenValid(24, n)
 	p := NewProducer(t, s.bootstrap, s.topics.Input)
 	m := startMonitor(s)
@@ -294,12 +315,18 @@ func testPGLatency(t *testing.T, bins Binaries) {
 	drained := time.Since(start)
 	v := s.tally(recs)
 	ingDown, ingPolls := m.notReady("ingestor", start, time.Now())
-	report(t, "pg-latency", v.String(), "latency=100ms±50ms",
-		fmt.Sprintf("ingestor-not-ready=%d/%d", ingDown, ingPolls),
+	relayDown, relayPolls := m.notReady("relay", start, time.Now())
+	report(t, name, v.String(), fmt.Sprintf("latency=%s±%s", latency, jitter),
+		fmt.Sprintf("not-ready=ingestor:%d/%d,relay:%d/%d", ingDown, ingPolls, relayDown, relayPolls),
 		exits(s),
 		fmt.Sprintf("elapsed=%s", drained.Round(time.Second)))
 	checkClean(t, v, 2*n, 0)
 	checkNoExits(t, s)
+	for which, c := range map[string][2]int{"ingestor": {ingDown, ingPolls}, "relay": {relayDown, relayPolls}} {
+		if c[1] == 0 || float64(c[0]) > maxNotReady*float64(c[1]) {
+			t.Errorf("%s not ready in %d of %d polls with replies %s late, want at most %.0f %%", which, c[0], c[1], latency, 100*maxNotReady)
+		}
+	}
 }
 
 // testPGResets: five times, 3 s apart, every connection to PostgreSQL is

@@ -116,8 +116,10 @@ func (h *health) fail(ctx context.Context, err error) {
 // While it is up a tick costs nothing: a call outstanding for stallAfter
 // (a database call: for half its bound, if that is shorter) triggers a
 // probe, so a hung link (bytes held, no RST) shows in /readyz
-// within stallAfter+probeTick+probeTimeout, long before the call's own
-// timeout.
+// within stallAfter+probeTick+probeTimeout (about 3.3 s; issue 11 asks for
+// 5 s), long before the call's own timeout. probeTimeout is what a slow
+// link may add to a probe's round trip (and its pool's ping) before it is
+// taken for a hung one: 700 ms per reply passes (pkg/e2e pg-slow-link).
 //
 // A dependency that is up and idle (no call outstanding) is probed every
 // idleProbeEvery with the cheap probe, if it has one: with no input nothing
@@ -126,7 +128,7 @@ func (h *health) fail(ctx context.Context, err error) {
 const (
 	probeTick      = 250 * time.Millisecond
 	stallAfter     = time.Second
-	probeTimeout   = time.Second
+	probeTimeout   = 2 * time.Second
 	idleProbeEvery = time.Second
 )
 

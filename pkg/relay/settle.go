@@ -159,8 +159,8 @@ func (r *Relay) retryDB(ctx context.Context, deadline time.Time, op string, fn f
 	}
 }
 
-// watchWrite probes the database every half of DBTimeout while a call is
-// running: a claim or a write may legitimately run long behind a backlog or
+// watchWrite probes the database every half of DBTimeout (at most every
+// second) while a call is running: a claim or a write may legitimately run long behind a backlog or
 // a held snapshot (claimCall, writeCall), but a hung link or a call stuck
 // behind someone's lock must show in /readyz within seconds (issue 11), so
 // a cheap read and a look at the relay's lock waits, with a short timeout,
@@ -170,10 +170,11 @@ func (r *Relay) retryDB(ctx context.Context, deadline time.Time, op string, fn f
 // that works, while a write runs on, since its rows stay leased to it. It
 // returns the function that ends the watch.
 func (r *Relay) watchWrite(ctx context.Context, op string, cut context.CancelFunc) (stop func()) {
-	every := r.cfg.DBTimeout / 2
+	every := min(r.cfg.DBTimeout/2, time.Second)
 	// A probe may take up to DBTimeout, at most probeWaitMax: a hung link
-	// shows within every + probeWaitMax (4 s with the defaults), and a
-	// link that adds a second to each round trip still answers in time.
+	// shows within every + probeWaitMax (3 s with the defaults) of the
+	// call's start, and a link that adds 700 ms to each round trip still
+	// answers in time.
 	wait := min(r.cfg.DBTimeout, probeWaitMax)
 	start := time.Now()
 	var mu sync.Mutex
@@ -210,7 +211,7 @@ func (r *Relay) watchWrite(ctx context.Context, op string, cut context.CancelFun
 }
 
 // probeWaitMax bounds a database probe of a running call (watchWrite).
-const probeWaitMax = 2500 * time.Millisecond
+const probeWaitMax = 2 * time.Second
 
 // probeDB is watchWrite's probe: the database answers, and no call of the
 // relay is stuck behind a lock, in one round trip (store's Stuck: its
