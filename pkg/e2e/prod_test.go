@@ -33,7 +33,10 @@ func TestProduction(t *testing.T) {
 	t.Run("pg-latency", func(t *testing.T) { t.Parallel(); testPGLatency(t, bins) })
 	t.Run("pg-slow-link", func(t *testing.T) { t.Parallel(); testPGSlowLink(t, bins) })
 	t.Run("pg-resets", func(t *testing.T) { t.Parallel(); testPGResets(t, bins) })
-	t.Run("pg-blackhole", func(t *testing.T) { t.Parallel(); testPGBlackhole(t, bins) })
+	// Run alone, like the recovery scenarios below: what it times (not
+	// ready within 5 s of the blackhole) is the product's detection, which
+	// the suite's other scenarios on 2 cores pushed to 6.1 s once.
+	t.Run("pg-blackhole", func(t *testing.T) { testPGBlackhole(t, bins) })
 	t.Run("kafka-blackhole", func(t *testing.T) { t.Parallel(); testKafkaBlackhole(t, bins) })
 	t.Run("failover", func(t *testing.T) { testFailover(t, bins) })
 	t.Run("pg-outage-recovery", func(t *testing.T) { testPGOutageRecovery(t, bins) })

@@ -419,7 +419,9 @@ func TestFakePausedPartitionReassigned(t *testing.T) {
 	c.add(1, values(t, 20)...)
 	s := newFakeStore()
 	s.setFail(func([]passport.Accepted) error { return errDown })
-	s.setPingFail(func() error { return errDown })
+	// The database answers once (nothing is consumed before it did),
+	// then the outage begins with the first write.
+	s.setPingFail(failAfterFirst())
 	startFake(t, c, s, &fakeDLQ{})
 
 	require.Eventually(t, func() bool { return c.isPaused(0) && c.isPaused(1) }, 10*time.Second, 5*time.Millisecond, "paused by the outage")
@@ -445,7 +447,9 @@ func TestFakeAssignedDuringOutage(t *testing.T) {
 	c.add(1, values(t, 20)...)
 	s := newFakeStore()
 	s.setFail(func([]passport.Accepted) error { return errDown })
-	s.setPingFail(func() error { return errDown })
+	// The database answers once (nothing is consumed before it did),
+	// then the outage begins with the first write.
+	s.setPingFail(failAfterFirst())
 	startFake(t, c, s, &fakeDLQ{})
 	require.Eventually(t, func() bool { return c.isPaused(0) }, 10*time.Second, 5*time.Millisecond, "paused by the outage")
 	c.queueAssign(1)
@@ -481,13 +485,7 @@ func TestFakeReadOnlyDatabaseStaysNotReady(t *testing.T) {
 	s.setFail(func([]passport.Accepted) error { return readOnly })
 	// Pings fail after the first (nothing is consumed before the database
 	// answered once), so that the probe pings often (backoff).
-	var pinged atomic.Bool
-	s.setPingFail(func() error {
-		if pinged.Swap(true) {
-			return errDown
-		}
-		return nil
-	})
+	s.setPingFail(failAfterFirst())
 	d := &fakeDLQ{}
 	r := startFake(t, c, s, d)
 
@@ -757,4 +755,15 @@ func TestFakeBatchMaxWait(t *testing.T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	require.Equal(t, []int{3}, s.counts, "the batch waited and took all three")
+}
+
+// failAfterFirst is a ping that answers once, then fails with errDown.
+func failAfterFirst() func() error {
+	var pinged atomic.Bool
+	return func() error {
+		if pinged.Swap(true) {
+			return errDown
+		}
+		return nil
+	}
 }

@@ -45,9 +45,17 @@ func (in *Ingestor) flowControl(ctx context.Context) {
 	}
 }
 
-// outage reports whether consumption waits for a dependency (down, or the
-// database not reached yet): partitions pause and no new batch starts.
+// outage reports whether a dependency is down (consumption pauses).
 func (in *Ingestor) outage() bool {
+	return in.dbHealth.outage.Load() || in.dlqHealth.outage.Load()
+}
+
+// holding reports whether no batch may start: a dependency is down, or the
+// database has not answered yet since start. The latter pauses no
+// partition (pausing one while the consumer still fetches its start offset
+// left it stuck in a test run); the records wait in pending, and past
+// PauseRecords the partitions pause as for any backlog.
+func (in *Ingestor) holding() bool {
 	return in.dbHealth.holding() || in.dlqHealth.holding()
 }
 

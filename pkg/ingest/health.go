@@ -19,8 +19,8 @@ type health struct {
 	ready     *obs.Readiness
 	component string
 	// down: not ready (failing, or not yet seen working); outage: a
-	// failure was seen and no success since; reached: seen working once.
-	// Consumption pauses while holding (an outage, or never reached).
+	// failure was seen and no success since (consumption pauses); reached:
+	// seen working once (no batch starts before, see holding).
 	down    atomic.Bool
 	outage  atomic.Bool
 	reached atomic.Bool
@@ -44,10 +44,10 @@ func newHealth(logger *slog.Logger, ready *obs.Readiness, component, initial str
 	return h
 }
 
-// holding reports whether consumption must wait for the dependency: it
-// failed and has not worked since, or it never answered yet (a record
-// consumed then could be dead-lettered while the database is unavailable,
-// which contract §1.5 forbids).
+// holding reports whether no batch may start for the dependency: it failed
+// and has not worked since, or it never answered yet (a record consumed then
+// could be dead-lettered while the database is unavailable, which contract
+// §1.5 forbids).
 func (h *health) holding() bool { return h.outage.Load() || !h.reached.Load() }
 
 // ok marks the dependency working.

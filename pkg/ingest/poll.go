@@ -75,7 +75,7 @@ func (in *Ingestor) loop(ctx, batchCtx context.Context) error {
 // awaitSlot).
 func (in *Ingestor) pollTimeout() (d time.Duration, slot bool) {
 	switch {
-	case in.outage():
+	case in.holding():
 		return 50 * time.Millisecond, false
 	case in.batchFull():
 		// A full batch waits for a slot.
@@ -160,7 +160,7 @@ func (in *Ingestor) dispatch(ctx context.Context) {
 	// No batch starts while consumption waits for a dependency: its
 	// contract errors would be dead-lettered while the database is
 	// unavailable (contract §1.5), its valid records only retried.
-	for in.inflight < in.cfg.Pipeline && len(in.pending) > 0 && in.batchDue() && !in.held() && !in.outage() {
+	for in.inflight < in.cfg.Pipeline && len(in.pending) > 0 && in.batchDue() && !in.held() && !in.holding() {
 		// Up to BatchSize records and BatchBytes bytes, at least one.
 		n, size := 0, 0
 		for n < len(in.pending) && n < in.cfg.BatchSize {

@@ -45,7 +45,7 @@ type Consumer struct {
 	// high watermark stops moving (a backlog built during an outage would
 	// not show in the lag); HighWatermark asks the broker for those.
 	wmMu   sync.Mutex
-	paused map[int32]bool
+	paused map[int32]time.Time // since when
 	asked  map[int32]askedWatermark
 }
 
@@ -54,9 +54,10 @@ type askedWatermark struct {
 	at   time.Time
 }
 
-// While a partition is paused its high watermark is asked of the broker at
-// most every askWatermarkEvery, each request bounded by askWatermarkTimeout
-// (HighWatermark runs on the poll loop).
+// Once a partition has been paused for askWatermarkEvery (an outage, not
+// the moment's back-pressure of a backlog), its high watermark is asked of
+// the broker at most every askWatermarkEvery, each request bounded by
+// askWatermarkTimeout (HighWatermark runs on the poll loop).
 const (
 	askWatermarkEvery   = 5 * time.Second
 	askWatermarkTimeout = 500 * time.Millisecond
@@ -226,10 +227,13 @@ func (c *Consumer) Pause(partitions []int32) error {
 	c.wmMu.Lock()
 	defer c.wmMu.Unlock()
 	if c.paused == nil {
-		c.paused, c.asked = map[int32]bool{}, map[int32]askedWatermark{}
+		c.paused, c.asked = map[int32]time.Time{}, map[int32]askedWatermark{}
 	}
+	now := time.Now()
 	for _, p := range partitions {
-		c.paused[p] = true
+		if _, ok := c.paused[p]; !ok {
+			c.paused[p] = now
+		}
 	}
 	return nil
 }
@@ -271,12 +275,14 @@ func (c *Consumer) Commit(offsets map[int32]int64) error {
 
 // HighWatermark returns the partition's high watermark, and whether one is
 // known: as last seen in a fetch response (no broker round trip), or, for a
-// paused partition, as a broker answered at most askWatermarkEvery ago.
+// partition paused for askWatermarkEvery or longer, as a broker answered at
+// most askWatermarkEvery ago.
 func (c *Consumer) HighWatermark(partition int32) (int64, bool) {
 	c.wmMu.Lock()
-	paused, a := c.paused[partition], c.asked[partition]
+	since, paused := c.paused[partition]
+	a := c.asked[partition]
 	c.wmMu.Unlock()
-	if paused {
+	if paused && time.Since(since) >= askWatermarkEvery {
 		if time.Since(a.at) >= askWatermarkEvery {
 			_, high, err := c.c.QueryWatermarkOffsets(c.topic, partition, int(askWatermarkTimeout.Milliseconds()))
 			if err != nil || high < 0 {
@@ -284,7 +290,7 @@ func (c *Consumer) HighWatermark(partition int32) (int64, bool) {
 			}
 			a = askedWatermark{high: high, at: time.Now()}
 			c.wmMu.Lock()
-			if c.paused[partition] {
+			if _, still := c.paused[partition]; still {
 				c.asked[partition] = a
 			}
 			c.wmMu.Unlock()

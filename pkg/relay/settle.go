@@ -210,7 +210,10 @@ func (r *Relay) watchWrite(ctx context.Context, op string, cut context.CancelFun
 	}
 }
 
-// probeWaitMax bounds a database probe of a running call (watchWrite).
+// probeWaitMax bounds a database probe of a running call (watchWrite): one
+// query, and the pool's ping of a connection idle for a second, two round
+// trips; at 1.5 s a link 700 ms slow per reply kept the relay not ready in
+// three polls of four (pkg/e2e pg-slow-link).
 const probeWaitMax = 2 * time.Second
 
 // probeDB is watchWrite's probe: the database answers, and no call of the
