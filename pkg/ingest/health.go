@@ -179,7 +179,15 @@ type callWatch struct {
 	mu   sync.Mutex
 	next uint64
 	open map[uint64]call
+	// failedAt is when a call last ended with an error (unix nanos).
+	failedAt atomic.Int64
 }
+
+// failed records that a call ended with an error.
+func (w *callWatch) failed() { w.failedAt.Store(time.Now().UnixNano()) }
+
+// failedSince reports whether a call ended with an error after t.
+func (w *callWatch) failedSince(t time.Time) bool { return w.failedAt.Load() > t.UnixNano() }
 
 type call struct {
 	start  time.Time
@@ -277,10 +285,14 @@ func (in *Ingestor) watch(ctx context.Context, h *health, probe, idleProbe func(
 			h.wake.broadcast()
 			h.okIf(ctx, noWorker)
 		case h.calls.oldest() >= stall:
+			began := time.Now()
 			err := runProbe(ctx, probe)
-			if stalled := h.calls.oldest(); err != nil && ctx.Err() == nil && stalled >= stall {
+			// The stalled call is still outstanding, or ended in an error
+			// (its own bound) while the probe waited: a probe may take as
+			// long as the call had left.
+			if stalled := h.calls.oldest(); err != nil && ctx.Err() == nil && (stalled >= stall || h.calls.failedSince(began)) {
 				lastFailed = time.Now()
-				h.fail(ctx, fmt.Errorf("a call is outstanding for %s and a probe failed: %w", stalled.Round(time.Millisecond), err))
+				h.fail(ctx, fmt.Errorf("a call was outstanding for %s and a probe failed: %w", stall, err))
 			}
 		case idleProbe != nil && h.calls.oldest() == 0 && time.Since(lastIdle) >= idleProbeEvery:
 			lastIdle = time.Now()

@@ -193,6 +193,9 @@ func (in *Ingestor) dbCall(ctx context.Context, bound time.Duration, fn func(con
 	defer cancel()
 	id := in.dbHealth.calls.start(cancel)
 	err := fn(cctx)
+	if err != nil {
+		in.dbHealth.calls.failed()
+	}
 	if cut := in.dbHealth.calls.end(id); cut && err != nil && ctx.Err() == nil {
 		return fmt.Errorf("database call cut short (sent while the database did not answer; it answers again): %v", err)
 	}
