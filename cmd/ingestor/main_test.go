@@ -6,8 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -127,11 +125,7 @@ func TestServesHealthAndMetricsWithOnlyRequiredVariables(t *testing.T) {
 	require.Contains(t, body, "go_goroutines")
 	require.Contains(t, body, "route_passport_ingest_success_total")
 	// Every series of ours is in the README's Metrics table.
-	readme, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	for _, m := range regexp.MustCompile(`(?m)^# TYPE (route_passport_\w+)`).FindAllStringSubmatch(body, -1) {
-		require.True(t, strings.Contains(string(readme), "`"+m[1]+"`"), "README.md, Metrics: %s is not documented", m[1])
-	}
+	testenv.RequireMetricsDocumented(t, body)
 	code, _ = get("/readyz")
 	require.Equal(t, 503, code)
 	// Nothing fails while nothing is consumed: the log still says why.

@@ -7,8 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -220,11 +218,7 @@ func TestRunRelayHTTPFirst(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 	// Every series of ours is in the README's Metrics table.
 	_, body = get("http://" + addr + "/metrics")
-	readme, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	for _, m := range regexp.MustCompile(`(?m)^# TYPE (route_passport_\w+)`).FindAllStringSubmatch(body, -1) {
-		require.True(t, strings.Contains(string(readme), "`"+m[1]+"`"), "README.md, Metrics: %s is not documented", m[1])
-	}
+	testenv.RequireMetricsDocumented(t, body)
 
 	stopAt := time.Now()
 	cancel()
