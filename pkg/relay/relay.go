@@ -139,47 +139,13 @@ func New(logger *slog.Logger, outbox Outbox, pub Publisher, cfg Config) (*Relay,
 	return r, nil
 }
 
-func (r *Relay) setReady(component string, err error) {
-	if r.cfg.Readiness == nil {
-		return
-	}
-	reason := ""
-	if err != nil {
-		reason = err.Error()
-	}
-	r.cfg.Readiness.Set(component, reason)
-}
-
-// setKafkaReady records whether a broker answers (err nil) for readiness.
-// While the relays are paused it shows ready whatever the cluster does: a
-// paused relay publishes nothing, so an unreachable cluster does not make
-// it unusable, and an operator who paused for a Kafka incident gets quiet
-// alerts (README, Deploy). The state is shown again on resume.
-func (r *Relay) setKafkaReady(err error) {
-	r.kafkaMu.Lock()
-	defer r.kafkaMu.Unlock()
-	r.kafkaErr = err
-	if r.paused.Load() {
-		err = nil
-	}
-	r.setReady("kafka", err)
-}
-
-// showKafkaReady applies the pause flag to the recorded cluster state.
-func (r *Relay) showKafkaReady() {
-	r.kafkaMu.Lock()
-	err := r.kafkaErr
-	r.kafkaMu.Unlock()
-	r.setKafkaReady(err)
-}
-
 // Run runs the workers, the prober and the housekeeping loops until ctx
 // ends, then finishes (or gives back) the batches in flight and returns nil.
 func (r *Relay) Run(ctx context.Context) error {
 	// Not ready until proven: no claims until a broker has answered (rows
 	// claimed while Kafka is unreachable would only be given back), and
 	// "postgres" turns ready with the first successful claim.
-	r.setReady("postgres", errors.New("not connected yet"))
+	r.setReady("postgres", "not connected yet")
 	r.kafkaDown.Store(true)
 	r.setKafkaReady(errors.New("not probed yet"))
 	var wg sync.WaitGroup

@@ -149,7 +149,7 @@ func (r *Relay) retryDB(ctx context.Context, deadline time.Time, op string, fn f
 			return
 		}
 		r.dbUp.Store(false) // the next successful claim reports ready again
-		r.setReady("postgres", err)
+		r.setDBReady("", err)
 		if retries == 0 {
 			r.logger.WarnContext(ctx, "database write failed; retrying until it succeeds or the lease ends", "op", op, "err", err, "lease_ends_in", time.Until(deadline).Round(time.Millisecond))
 		} else {
@@ -194,7 +194,7 @@ func (r *Relay) watchWrite(ctx context.Context, op string, cut context.CancelFun
 			return
 		}
 		r.dbUp.Store(false) // the next successful claim reports ready again
-		r.setReady("postgres", fmt.Errorf("%s outstanding for %s: %w", op, time.Since(start).Round(time.Millisecond), err))
+		r.setDBReady(fmt.Sprintf("%s outstanding for %s", op, time.Since(start).Round(time.Millisecond)), err)
 		if cut != nil {
 			cut()
 		}

@@ -48,7 +48,7 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 				log.ErrorContext(ctx, "cannot claim outbox rows; retrying", "err", err, "retry_in", wait)
 			}
 			r.dbUp.Store(false)
-			r.setReady("postgres", err)
+			r.setDBReady("", err)
 			backoff.Sleep(ctx, wait)
 			continue
 		}
@@ -59,7 +59,7 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 			if r.dbDown.Swap(false) {
 				log.InfoContext(ctx, "database reachable again")
 			}
-			r.setReady("postgres", nil)
+			r.setReady("postgres", "")
 		}
 		if polled {
 			r.notePoll(ctx, prevClaim, rows)
