@@ -96,3 +96,12 @@ type PendingSummary struct {
 	Pending   int64
 	OldestAge time.Duration
 }
+
+// Control is the pause state every relay honours (outbox_relay_control):
+// set by `outbox-relay pause|resume`, read by the relays and `stats`.
+type Control struct {
+	Paused    bool
+	Reason    string
+	UpdatedBy string
+	UpdatedAt time.Time
+}

@@ -14,13 +14,15 @@ func (r *Relay) watchControl(ctx context.Context) {
 	defer t.Stop()
 	for {
 		c, cancel := r.dbCall(ctx)
-		paused, err := r.outbox.Paused(c)
+		control, err := r.outbox.Control(c)
 		cancel()
+		paused := control.Paused
 		if err == nil && r.paused.Swap(paused) != paused {
 			r.showKafkaReady()
 			if paused {
 				r.m.paused.Set(1)
-				r.logger.WarnContext(ctx, "paused by an operator; no new claims until `outbox-relay resume`")
+				r.logger.WarnContext(ctx, "paused by an operator; no new claims until `outbox-relay resume`",
+					"reason", control.Reason, "by", control.UpdatedBy, "since", control.UpdatedAt.UTC().Format(time.RFC3339))
 			} else {
 				r.m.paused.Set(0)
 				r.logger.InfoContext(ctx, "resumed")

@@ -30,8 +30,8 @@ type Outbox interface {
 	// Postpone gives leases back without counting an attempt, recording the
 	// error in last_error and making each row due after its delay.
 	Postpone(ctx context.Context, retries []outbox.Retry) (int64, error)
-	// Paused reports whether an operator paused the relays.
-	Paused(ctx context.Context) (bool, error)
+	// Control reads whether, why and by whom the relays are paused.
+	Control(ctx context.Context) (outbox.Control, error)
 	// Stuck fails when the relay's sessions wait for a lock that nobody is
 	// working to release (a table lock, a row lock of an idle
 	// transaction).

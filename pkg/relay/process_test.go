@@ -65,8 +65,8 @@ func (f *fakeOutbox) Postpone(_ context.Context, rs []outbox.Retry) (int64, erro
 	return int64(len(rs)), nil
 }
 
-func (f *fakeOutbox) Paused(context.Context) (bool, error) { return false, nil }
-func (f *fakeOutbox) Stuck(context.Context) error          { return nil }
+func (f *fakeOutbox) Control(context.Context) (outbox.Control, error) { return outbox.Control{}, nil }
+func (f *fakeOutbox) Stuck(context.Context) error                     { return nil }
 
 func (f *fakeOutbox) Pending(context.Context) (outbox.PendingSummary, error) {
 	return outbox.PendingSummary{}, nil

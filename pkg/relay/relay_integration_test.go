@@ -342,6 +342,7 @@ func TestRelayPause(t *testing.T) {
 		// claims honour the flag at once (checked below).
 		eventually(t, 10*poll, fmt.Sprintf("relay %d paused gauge", i), func() bool { return rr.metric(t, "route_passport_outbox_paused") == 1 })
 		require.Equal(t, http.StatusOK, rr.readyz(t), "relay %d stays ready while paused", i)
+		require.Contains(t, rr.logs.String(), `reason="test incident" by=test since=`, "relay %d says why and by whom it is paused", i)
 	}
 	time.Sleep(4 * poll)
 	var last time.Time

@@ -66,9 +66,14 @@ func (w *testLogWriter) Write(p []byte) (int, error) {
 }
 
 func testLogger(t testing.TB, level slog.Level) *slog.Logger {
+	return testLoggerTo(t, level, io.Discard)
+}
+
+// testLoggerTo logs to the test's log and to also.
+func testLoggerTo(t testing.TB, level slog.Level, also io.Writer) *slog.Logger {
 	w := &testLogWriter{t: t}
 	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
-	return obs.NewLogger(w, "text", level)
+	return obs.NewLogger(io.MultiWriter(w, also), "text", level)
 }
 
 // runningRelay is a relay started by start, with its own registry,
@@ -78,12 +83,14 @@ type runningRelay struct {
 	reg   *prometheus.Registry
 	ready *obs.Readiness
 	http  *httptest.Server
+	logs  *testenv.SyncBuffer
 	stop  func()
 }
 
 func (b *testBundle) start(t testing.TB, cfg relay.Config) *runningRelay {
 	t.Helper()
-	logger := testLogger(t, slog.LevelWarn)
+	logs := &testenv.SyncBuffer{}
+	logger := testLoggerTo(t, slog.LevelWarn, logs)
 	reg := prometheus.NewRegistry()
 	ready := obs.NewReadiness(reg, "test")
 	cfg.Registerer, cfg.Readiness = reg, ready
@@ -114,7 +121,7 @@ func (b *testBundle) start(t testing.TB, cfg relay.Config) *runningRelay {
 		})
 	}
 	t.Cleanup(stop)
-	return &runningRelay{relay: r, reg: reg, ready: ready, http: srv, stop: stop}
+	return &runningRelay{relay: r, reg: reg, ready: ready, http: srv, logs: logs, stop: stop}
 }
 
 // testLinger is relay.ProducerLinger, or BENCH_RELAY_LINGER (a duration)

@@ -15,25 +15,17 @@ import (
 // The operator's and the gauges' queries on route_passport_outbox: pause
 // flag, pending summary, retention, `outbox-relay stats` and `requeue`.
 
-// Control is the state of outbox_relay_control.
-type Control struct {
-	Paused    bool
-	Reason    string
-	UpdatedBy string
-	UpdatedAt time.Time
-}
-
 // Control reads the pause flag that every relay honours.
-func (o *Outbox) Control(ctx context.Context) (Control, error) {
-	var c Control
+func (o *Outbox) Control(ctx context.Context) (outbox.Control, error) {
+	var c outbox.Control
 	var reason, by *string
 	err := o.pool.QueryRow(ctx, `select paused, reason, updated_by, updated_at from outbox_relay_control where id`).
 		Scan(&c.Paused, &reason, &by, &c.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Control{}, nil
+		return outbox.Control{}, nil
 	}
 	if err != nil {
-		return Control{}, fmt.Errorf("read outbox_relay_control: %w", err)
+		return outbox.Control{}, fmt.Errorf("read outbox_relay_control: %w", err)
 	}
 	if reason != nil {
 		c.Reason = *reason
@@ -42,12 +34,6 @@ func (o *Outbox) Control(ctx context.Context) (Control, error) {
 		c.UpdatedBy = *by
 	}
 	return c, nil
-}
-
-// Paused reports whether an operator paused the relays.
-func (o *Outbox) Paused(ctx context.Context) (bool, error) {
-	c, err := o.Control(ctx)
-	return c.Paused, err
 }
 
 // SetPaused sets the pause flag (upserting the single row). Resuming clears
