@@ -273,6 +273,8 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"BootstrapBareIPv6", []string{"--set", "kafka.bootstrapServers=fe80::1:9092"}, "bootstrapServers"},
 		{"BlankConsumerGroup", []string{"--set", "kafka.consumerGroup=  "}, "consumerGroup"},
 		{"MaxAttemptsAboveTheRelaysBound", []string{"--set", "outbox.maxAttempts=2000000"}, "maxAttempts"},
+		{"CommonLabelsSetASelector", []string{"--set", `commonLabels.app\.kubernetes\.io/name=x`}, "commonLabels must not set app.kubernetes.io/name"},
+		{"PodLabelsSetASelector", []string{"--set", `relay.podLabels.app\.kubernetes\.io/component=x`}, "relay.podLabels must not set app.kubernetes.io/component"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -282,6 +284,31 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 			require.Contains(t, err.Error(), tc.wantErr)
 		})
 	}
+}
+
+// TestLabelsSetTwice: a label in commonLabels and a pod's podLabels, or one of
+// the chart's own, is written once (the render is strict: a duplicate key
+// fails it, as it fails kubectl apply): podLabels over commonLabels over the
+// chart's.
+func TestLabelsSetTwice(t *testing.T) {
+	t.Parallel()
+	r := render(t, "-f", ciValues("default"),
+		"--set", "commonLabels.team=platform", "--set", "ingestor.podLabels.team=ingest",
+		"--set", "migration.podLabels.team=migrate",
+		"--set-string", `commonLabels.app\.kubernetes\.io/part-of=routes`)
+	ing := r.deployments[fullname+"-ingestor"]
+	require.NotNil(t, ing)
+	require.Equal(t, "platform", ing.Labels["team"])
+	require.Equal(t, "routes", ing.Labels["app.kubernetes.io/part-of"])
+	require.Equal(t, "ingest", ing.Spec.Template.Labels["team"])
+	require.Equal(t, "ingestor", ing.Spec.Template.Labels["app.kubernetes.io/component"])
+	rel := r.deployments[fullname+"-outbox-relay"]
+	require.NotNil(t, rel)
+	require.Equal(t, "platform", rel.Spec.Template.Labels["team"])
+	job := r.jobs[fullname+"-migrate"]
+	require.NotNil(t, job)
+	require.Equal(t, "migrate", job.Spec.Template.Labels["team"])
+	require.Equal(t, "routes", job.Spec.Template.Labels["app.kubernetes.io/part-of"])
 }
 
 func TestDefaultRender(t *testing.T) {

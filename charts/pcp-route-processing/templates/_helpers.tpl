@@ -35,16 +35,16 @@ object name derived from it stays a valid DNS label.
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
-{{/* Common labels; pass (dict "ctx" $ "component" "ingestor"). */}}
+{{/*
+Common labels; pass (dict "ctx" $ "component" "ingestor"), and "extra" for a
+pod's podLabels. One map, so a key set twice is written once: extra over
+commonLabels over the chart's own; the selector labels over all (validate.tpl
+refuses values that set them).
+*/}}
 {{- define "pcp.labels" -}}
-helm.sh/chart: {{ include "pcp.chart" .ctx }}
-{{ include "pcp.selectorLabels" . }}
-app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
-app.kubernetes.io/part-of: pcp-route-processing
-{{- with .ctx.Values.commonLabels }}
-{{ toYaml . }}
-{{- end }}
+{{- $own := dict "helm.sh/chart" (include "pcp.chart" .ctx) "app.kubernetes.io/version" (toString .ctx.Chart.AppVersion) "app.kubernetes.io/managed-by" .ctx.Release.Service "app.kubernetes.io/part-of" "pcp-route-processing" }}
+{{- $selector := include "pcp.selectorLabels" . | fromYaml }}
+{{- mergeOverwrite $own (deepCopy (default dict .ctx.Values.commonLabels)) (deepCopy (default dict .extra)) $selector | toYaml }}
 {{- end }}
 
 {{- define "pcp.selectorLabels" -}}
@@ -153,10 +153,7 @@ The pod template shared by the two Deployments. Pass
 {{- $v := .values -}}
 metadata:
   labels:
-    {{- include "pcp.labels" (dict "ctx" $ctx "component" .component) | nindent 4 }}
-    {{- with $v.podLabels }}
-    {{- toYaml . | nindent 4 }}
-    {{- end }}
+    {{- include "pcp.labels" (dict "ctx" $ctx "component" .component "extra" $v.podLabels) | nindent 4 }}
   annotations:
     checksum/config: {{ include (print $ctx.Template.BasePath "/configmap.yaml") $ctx | sha256sum }}
     {{- with $v.podAnnotations }}

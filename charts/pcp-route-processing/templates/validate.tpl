@@ -7,6 +7,14 @@
 {{- fail (printf "topics.%s must differ from topics.%s (both %s)" (index $c 0) (index $c 2) (index $c 1)) }}
 {{- end }}
 {{- end }}
+{{- /* The Deployments, Services, PDBs and ServiceMonitor select pods by these: a value that changed one would orphan the pods of an upgrade. */ -}}
+{{- range $c := list (dict "name" "commonLabels" "v" .Values.commonLabels) (dict "name" "ingestor.podLabels" "v" .Values.ingestor.podLabels) (dict "name" "relay.podLabels" "v" .Values.relay.podLabels) (dict "name" "migration.podLabels" "v" .Values.migration.podLabels) }}
+{{- range $k := list "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/component" }}
+{{- if hasKey (default dict $c.v) $k }}
+{{- fail (printf "%s must not set %s: the chart's selectors use it" $c.name $k) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- range $c := list (dict "name" "ingestor" "v" .Values.ingestor) (dict "name" "relay" "v" .Values.relay) }}
 {{- if gt (int $c.v.autoscaling.minReplicas) (int $c.v.autoscaling.maxReplicas) }}
 {{- fail (printf "%s.autoscaling.minReplicas (%v) must be <= maxReplicas (%v)" $c.name $c.v.autoscaling.minReplicas $c.v.autoscaling.maxReplicas) }}
