@@ -69,9 +69,11 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, opsTimeout)
 	defer cancel()
-	pool, err := store.Open(ctx, cfg.DatabaseURL, "pcp-outbox-relay")
+	// Its own application_name, so that the sessions it waits for are its
+	// own and not a running relay's (whileWaiting).
+	pool, err := store.Open(ctx, cfg.DatabaseURL, "pcp-outbox-relay "+cmd)
 	if err != nil {
 		return err
 	}
@@ -91,7 +93,11 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 		}
 		return printStats(stdout, s)
 	case "requeue":
-		res, err := ob.Requeue(ctx, filter)
+		var res store.RequeueResult
+		err := whileWaiting(ctx, ob, stderr, func(ctx context.Context) (err error) {
+			res, err = ob.Requeue(ctx, filter)
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -101,19 +107,64 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 		}
 		return nil
 	case "pause":
-		if err := ob.SetPaused(ctx, true, *reason, operator()); err != nil {
+		if err := whileWaiting(ctx, ob, stderr, func(ctx context.Context) error {
+			return ob.SetPaused(ctx, true, *reason, operator())
+		}); err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, "paused: every relay stops claiming within one poll interval (batches in flight finish)")
 		return nil
 	case "resume":
-		if err := ob.SetPaused(ctx, false, "", operator()); err != nil {
+		if err := whileWaiting(ctx, ob, stderr, func(ctx context.Context) error {
+			return ob.SetPaused(ctx, false, "", operator())
+		}); err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, "resumed")
 		return nil
 	}
 	return &config.UsageError{Msg: "unknown subcommand " + cmd}
+}
+
+// opsTimeout bounds a subcommand, its waits for locks included.
+const opsTimeout = time.Minute
+
+// lockNoticeAfter is how long a subcommand's write runs before it looks for
+// the sessions it waits for: a row lock is held for milliseconds by a relay,
+// for as long as someone likes by a psql left in a transaction.
+const lockNoticeAfter = 2 * time.Second
+
+// whileWaiting runs write and, while it runs past lockNoticeAfter, tells
+// stderr once about each session it waits for a lock of, so that a command
+// behind a forgotten transaction says why it hangs instead of waiting out
+// opsTimeout in silence.
+func whileWaiting(ctx context.Context, ob *store.Outbox, stderr io.Writer, write func(context.Context) error) error {
+	done := make(chan error, 1)
+	go func() { done <- write(ctx) }()
+	tick := time.NewTicker(lockNoticeAfter)
+	defer tick.Stop()
+	told := map[int]bool{}
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+		}
+		blockers, err := ob.Blockers(ctx)
+		if err != nil {
+			continue // the write's own error says more
+		}
+		for _, b := range blockers {
+			if told[b.PID] {
+				continue
+			}
+			told[b.PID] = true
+			deadline, _ := ctx.Deadline()
+			fmt.Fprintf(stderr, "waiting for a lock held by PostgreSQL session %d (application %q, %s, transaction open for %s); "+
+				"this goes on when it commits or rolls back (`select pg_terminate_backend(%d)` ends it), or gives up in %s\n",
+				b.PID, b.Application, b.State, b.XactAge.Round(time.Second), b.PID, time.Until(deadline).Round(time.Second))
+		}
+	}
 }
 
 func requeueFilter(failed bool, id, routeID string) (store.RequeueFilter, error) {

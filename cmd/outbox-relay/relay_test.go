@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -125,6 +126,36 @@ func TestOps(t *testing.T) {
 		require.Contains(t, out, "requeued 0 row(s)\n")
 		require.Contains(t, out, "skipped 1 row(s) in flight")
 		require.NotNil(t, relaytest.Get(t, pool, rows[1].ID).LockedUntil, "lease kept")
+	})
+
+	// A resume behind a psql left in its transaction says whose lock it
+	// waits for, then finishes once that transaction ends.
+	t.Run("WaitBehindALockIsNotSilent", func(t *testing.T) {
+		runOK("pause", "--reason", "lock test")
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		var holder int
+		require.NoError(t, tx.QueryRow(ctx, `select pg_backend_pid()`).Scan(&holder))
+		_, err = tx.Exec(ctx, `select 1 from outbox_relay_control for update`)
+		require.NoError(t, err)
+
+		var out bytes.Buffer
+		errOut := &testenv.SyncBuffer{}
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, []string{"resume"}, env, &out, errOut) }()
+		require.Eventually(t, func() bool {
+			return strings.Contains(errOut.String(), fmt.Sprintf("waiting for a lock held by PostgreSQL session %d (application \"test\", idle in transaction", holder))
+		}, 15*time.Second, 50*time.Millisecond, "stderr: %s", errOut)
+		require.NoError(t, tx.Rollback(ctx))
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("resume still waiting after the lock was released")
+		}
+		require.Equal(t, "resumed\n", out.String())
+		require.Equal(t, 1, strings.Count(errOut.String(), "waiting for a lock"), "told once per session: %s", errOut)
 	})
 
 	t.Run("StatsEstimate", func(t *testing.T) {
