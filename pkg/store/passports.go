@@ -157,14 +157,26 @@ func (s *Passports) queue(b *pgx.Batch, accepted []passport.Accepted) (int, erro
 		}
 	}
 	if len(order) > 0 {
-		b.Queue(upsertPassportsSQL, pr.args()...)
-		b.Queue(insertOutboxSQL, append(or.args(), s.maxAttempts)...)
+		b.Queue(writeSQL, append(append(pr.args(), or.args()...), s.maxAttempts)...)
 		b.Queue(notifySQL, NotifyChannel)
 	}
 	return len(order), nil
 }
 
-const upsertPassportsSQL = `
+// writeSQL upserts the passports and inserts the outbox rows of those it
+// inserted, in one statement. A passport already in the table gets no new
+// outbox rows (contract §1.5: a redelivery, a replay or an update changes
+// the row in place, "no new outbox rows"), whether or not its first events
+// are still in the outbox: retention deletes PUBLISHED rows, and inserting
+// "what is absent" would publish a replay's events again, under new event
+// ids, a day later. xmax = 0 tells a row this statement inserted from one it
+// updated (ON CONFLICT DO UPDATE locks the row: its xmax is this
+// transaction's). A concurrent writer of the same new route waits for the
+// first one's commit and then updates, so one of them inserts the events.
+// The foreign key is checked at the end of the statement, after the CTE's
+// inserts.
+const writeSQL = `
+with up as (
 insert into route_passports (
     route_id, route_name_full, route_name_short, ka_short, ka_full,
     orbit_number, orbit_state, interval_begin, interval_end,
@@ -207,17 +219,17 @@ on conflict (route_id) do update set
     source_offset = excluded.source_offset,
     source_key = excluded.source_key,
     raw_payload = excluded.raw_payload,
-    updated_at = statement_timestamp()`
-
-const insertOutboxSQL = `
+    updated_at = statement_timestamp()
+returning route_id, xmax = 0 as inserted)
 insert into route_passport_outbox (
     id, route_id, event_type, topic, message_key, payload, headers,
     status, attempts, max_attempts, next_attempt_at)
-select id, route_id, event_type, topic, message_key, payload, headers,
-    'PENDING', 0, $8, now()
-from unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::jsonb[])
+select t.id, t.route_id, t.event_type, t.topic, t.message_key, t.payload, t.headers,
+    'PENDING', 0, $34, now()
+from unnest($27::uuid[], $28::uuid[], $29::text[], $30::text[], $31::text[], $32::jsonb[], $33::jsonb[])
     as t(id, route_id, event_type, topic, message_key, payload, headers)
-order by route_id, event_type
+join up on up.route_id = t.route_id and up.inserted
+order by t.route_id, t.event_type
 on conflict (route_id, event_type) do nothing`
 
 // passportRows holds the unnest arrays of the upsert, one per column.

@@ -85,6 +85,38 @@ func TestPassportsWrite(t *testing.T) {
 		require.Equal(t, 2, n)
 	})
 
+	// Contract §1.5: the same routeId again (a redelivery, a replay, an
+	// update) changes the row in place and writes no new outbox rows, also
+	// after retention deleted the first events (a replay a day later must
+	// not publish them again under new event ids).
+	t.Run("SameRouteAgainAfterRetentionGetsNoNewEvents", func(t *testing.T) {
+		t.Parallel()
+		pool := testenv.Pool(t)
+		s := store.NewPassports(pool, 7)
+		id := uuid.NewString()
+		require.NoError(t, s.Write(ctx, []passport.Accepted{passportRecord(t, id, "first", "trace-1", 1)}))
+		count := func() (n int) {
+			require.NoError(t, pool.QueryRow(ctx, "select count(*) from route_passport_outbox where route_id = $1", id).Scan(&n))
+			return n
+		}
+		require.Equal(t, 2, count())
+
+		require.NoError(t, s.Write(ctx, []passport.Accepted{passportRecord(t, id, "again", "trace-2", 2)}))
+		require.Equal(t, 2, count(), "redelivery while the first events are in the outbox")
+
+		_, err := pool.Exec(ctx, "delete from route_passport_outbox where route_id = $1", id) // as retention does
+		require.NoError(t, err)
+		other := uuid.NewString()
+		require.NoError(t, s.Write(ctx, []passport.Accepted{passportRecord(t, id, "replayed", "trace-3", 3), passportRecord(t, other, "new", "trace-4", 4)}))
+		require.Equal(t, 0, count(), "a replay after retention")
+		var name string
+		require.NoError(t, pool.QueryRow(ctx, "select route_name_full from route_passports where route_id = $1", id).Scan(&name))
+		require.Equal(t, "replayed", name, "the row is updated in place")
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, "select count(*) from route_passport_outbox where route_id = $1", other).Scan(&n))
+		require.Equal(t, 2, n, "a new route in the same write gets its events")
+	})
+
 	t.Run("EachEventStoresItsOwnPayload", func(t *testing.T) {
 		t.Parallel()
 		pool := testenv.Pool(t)
@@ -186,13 +218,13 @@ func TestPassportsWriteIsAtomic(t *testing.T) {
 	good := uuid.NewString()
 	ok := passportRecord(t, good, "good", "t1", 1)
 	broken := passportRecord(t, good, "good", "t1", 1)
-	// The upsert runs; the outbox insert then fails on the server (its
-	// foreign key names no passport).
+	// The upsert runs; the outbox insert then fails on the server (two
+	// events under one id).
 	broken.Events = slices.Clone(broken.Events)
-	broken.Events[1].RouteID = uuid.NewString()
+	broken.Events[1].ID = broken.Events[0].ID
 
 	err := s.Write(ctx, []passport.Accepted{broken})
-	require.ErrorContains(t, err, "route_passport_outbox_route_id_fkey")
+	require.ErrorContains(t, err, "route_passport_outbox_pkey")
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, "select count(*) from route_passports where route_id = $1", good).Scan(&n))
 	require.Zero(t, n, "the passport upserted by the failed write is not kept")
