@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/pcp/route-processing/pkg/backoff"
 	"github.com/pcp/route-processing/pkg/config"
 	"github.com/pcp/route-processing/pkg/gctune"
 	"github.com/pcp/route-processing/pkg/ingest"
@@ -172,13 +173,20 @@ const consumerCloseTimeout = 5 * time.Second
 // itself rides out broker outages, but an operator (and Kubernetes) should
 // see that nothing can be consumed. A metadata request a second is cheap,
 // and bounds noticing a hung link (bytes held, no RST) to about 3 s, and
-// noticing the brokers' return to about 1 s.
+// noticing the brokers' return to about 1 s. On a link slower than the
+// probe's 2 s the wait grows (backoff.Patience, up to 5 s), so a slow
+// link that works is not reported down for good.
 func probeKafka(ctx context.Context, logger *slog.Logger, consumer *kafkax.Consumer, ready *obs.Readiness) {
-	const every, timeout = time.Second, 2 * time.Second
+	const every = time.Second
+	patience := backoff.NewPatience(2*time.Second, 5*time.Second)
 	for {
 		reason := ""
-		if err := consumer.Probe(timeout); err != nil {
+		start := time.Now()
+		if err := consumer.Probe(patience.Wait()); err != nil {
+			patience.Missed()
 			reason = "brokers unreachable: " + err.Error()
+		} else {
+			patience.Answered(time.Since(start))
 		}
 		if ready.Set("kafka", reason) {
 			if reason == "" {

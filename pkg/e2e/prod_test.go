@@ -38,6 +38,7 @@ func TestProduction(t *testing.T) {
 	// the suite's other scenarios on 2 cores pushed to 6.1 s once.
 	t.Run("pg-blackhole", func(t *testing.T) { testPGBlackhole(t, bins) })
 	t.Run("kafka-blackhole", func(t *testing.T) { t.Parallel(); testKafkaBlackhole(t, bins) })
+	t.Run("kafka-slow-link", func(t *testing.T) { t.Parallel(); testKafkaSlowLink(t, bins) })
 	t.Run("failover", func(t *testing.T) { testFailover(t, bins) })
 	t.Run("pg-outage-recovery", func(t *testing.T) { testPGOutageRecovery(t, bins) })
 	t.Run("broker-freeze-recovery", func(t *testing.T) { testBrokerFreezeRecovery(t, bins) })
@@ -414,6 +415,50 @@ func testPGBlackhole(t *testing.T, bins Binaries) {
 		t.Errorf("after the blackhole: writing again %s, publishing again %s; want both ≤ 10s", secs(writing), secs(publishing))
 	}
 	checkNoExits(t, s)
+}
+
+// testKafkaSlowLink: every reply of the broker 2 s ± 100 ms late (a link
+// far slower than any datacenter's; metadata requests and probes
+// included). Both binaries keep consuming and publishing, and neither
+// takes the slow link for a dead one most of the time: their probes' waits
+// learn the link's pace (backoff.Patience). Before, the relay's first probe
+// to time out (1.5 s) stopped its claims for good: nothing was published.
+// The relay has the shipped lease and so the shipped publish timeout (with
+// the stack's 10-s lease, 5 s: two round trips and some queueing).
+func testKafkaSlowLink(t *testing.T, bins Binaries) {
+	const n, rate = 2_000, 100
+	const latency, jitter = 2 * time.Second, 100 * time.Millisecond
+	start := time.Now()
+	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	u := pg.CreateDatabase(t, "pcp_route_processing", false)
+	k := testenv.NewProxiedKafka(t, 3)
+	s := newProdStack(t, bins, "kafkaslow", prodEnv{ServiceDB: u, Bootstrap: k.Addr(),
+		RelayEnv: []string{"OUTBOX_LOCK_TIMEOUT=" + relay.Config{}.WithDefaults().LockTimeout.String()}})
+	s.startBoth()
+	k.Proxy.Latency(t, latency, jitter)
+	recs := GenValid(31, n)
+	p := NewProducer(t, s.bootstrap, s.topics.Input)
+	m := startMonitor(s)
+	<-streamAsync(p, recs, rate) // 20 s
+	p.Wait(2 * time.Minute)
+	converge(t, s, 2*n, 3*time.Minute)
+	m.halt()
+	v := s.tally(recs)
+	retries, _ := s.relay.Metric("route_passport_outbox_retry_total")
+	ingDown, ingPolls := m.notReady("ingestor", start, time.Now())
+	relayDown, relayPolls := m.notReady("relay", start, time.Now())
+	report(t, "kafka-slow-link", v.String(), fmt.Sprintf("latency=%s±%s", latency, jitter),
+		fmt.Sprintf("not-ready=ingestor:%d/%d,relay:%d/%d", ingDown, ingPolls, relayDown, relayPolls),
+		fmt.Sprintf("relay-retries=%.0f", retries),
+		exits(s),
+		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
+	checkClean(t, v, 2*n, 0)
+	checkNoExits(t, s)
+	for which, c := range map[string][2]int{"ingestor": {ingDown, ingPolls}, "relay": {relayDown, relayPolls}} {
+		if c[1] == 0 || float64(c[0]) > 0.25*float64(c[1]) {
+			t.Errorf("%s not ready in %d of %d polls with broker replies %s late, want at most 25 %%", which, c[0], c[1], latency)
+		}
+	}
 }
 
 // testKafkaBlackhole: the broker behind a fault proxy that it advertises;

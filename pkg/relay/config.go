@@ -283,6 +283,15 @@ func (c Config) probeTimeout() time.Duration {
 	return min(c.PublishTimeout, 1500*time.Millisecond)
 }
 
+// probeWaitMax bounds a probe's wait on a slow link (probeWait): 5 s (a
+// link slower than that is out of librdkafka's reach anyway: a connection's
+// setup is bounded by 2 s, see kafkax), at most half the publish timeout.
+// It is also how late, at worst, an outage's prober notices a healed link
+// whose probe in flight hangs.
+func (c Config) probeWaitMax() time.Duration {
+	return max(c.probeTimeout(), min(c.PublishTimeout/2, 5*time.Second))
+}
+
 // stallAfter is how long a batch may wait for its delivery reports before
 // the relay probes the cluster: a healthy batch is acknowledged in tens of
 // milliseconds (a few hundred under load), so one that waits 1.5s may be

@@ -19,7 +19,7 @@ func (r *Relay) confirmOutage(ctx context.Context, cause error) error {
 	if r.kafkaDown.Load() {
 		return record.ErrUnavailable // another worker confirmed it already
 	}
-	err := r.pub.Probe(ctx, "", r.cfg.probeTimeout())
+	err := r.probeCluster(ctx)
 	if err == nil {
 		return nil
 	}
@@ -73,7 +73,7 @@ func (r *Relay) probe(ctx context.Context, inOutage bool) {
 		backoff.Sleep(ctx, min(250*time.Millisecond, r.cfg.ProbeMaxBackoff))
 	}
 	for attempt := 1; ctx.Err() == nil; attempt++ {
-		err := r.pub.Probe(ctx, "", r.cfg.probeTimeout())
+		err := r.probeCluster(ctx)
 		if err == nil {
 			r.kafkaDown.Store(false)
 			r.setKafkaReady(nil)
@@ -95,4 +95,18 @@ func (r *Relay) probe(ctx context.Context, inOutage bool) {
 		}
 		backoff.Sleep(ctx, bo.Next())
 	}
+}
+
+// probeCluster asks the cluster for metadata. Its wait for the answer
+// (r.patience) grows on a link too slow for the configured bound, which
+// would otherwise fail every probe and keep the relay out of work for good.
+func (r *Relay) probeCluster(ctx context.Context) error {
+	start := time.Now()
+	err := r.pub.Probe(ctx, "", r.patience.Wait())
+	if err != nil {
+		r.patience.Missed()
+		return err
+	}
+	r.patience.Answered(time.Since(start))
+	return nil
 }

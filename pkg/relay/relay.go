@@ -11,6 +11,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/pcp/route-processing/pkg/backoff"
 )
 
 // dbCall returns ctx bounded by Config.DBTimeout, for one database call.
@@ -97,6 +99,8 @@ type Relay struct {
 	claimsTimedOut atomic.Int32
 	// lastDelivery is when a batch last had a row delivered (unix nanos).
 	lastDelivery atomic.Int64
+	// patience is how long a probe of the cluster waits for its answer.
+	patience *backoff.Patience
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
@@ -127,6 +131,7 @@ func New(logger *slog.Logger, outbox Outbox, pub Publisher, cfg Config) (*Relay,
 		outage:   make(chan struct{}, 1),
 		relisten: make(chan struct{}, 1),
 		rng:      rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		patience: backoff.NewPatience(cfg.probeTimeout(), cfg.probeWaitMax()),
 	}
 	r.indexes, _ = outbox.(IndexStore)
 	r.notifier, _ = outbox.(Notifier)

@@ -1,0 +1,53 @@
+package backoff
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Patience is how long a probe waits for an answer: Min while answers come
+// fast, four times the usual answer on a link slower than Min allows, and
+// twice as long after each probe in a row that got none, up to Max. A hung
+// link to a cluster that answered fast is noticed within Min, as with a
+// fixed timeout, while a link that is slow but working (every answer a
+// second or two late) is not taken for a dead one after its first probe or
+// two, which a fixed timeout below the link's round trip would do for good.
+// It is safe for concurrent use.
+type Patience struct {
+	min, max time.Duration
+	usual    atomic.Int64 // smoothed answer time, nanoseconds; 0 until the first
+	misses   atomic.Int32 // probes in a row without an answer
+}
+
+// NewPatience returns a Patience between minD and maxD (maxD < minD is taken
+// as minD).
+func NewPatience(minD, maxD time.Duration) *Patience {
+	return &Patience{min: minD, max: max(maxD, minD)}
+}
+
+// Wait is how long the next probe waits for its answer.
+func (p *Patience) Wait() time.Duration {
+	d := max(p.min, 4*time.Duration(p.usual.Load()))
+	for i := int32(0); i < p.misses.Load() && d < p.max; i++ {
+		d *= 2
+	}
+	return min(d, p.max)
+}
+
+// Answered records a probe answered after took.
+func (p *Patience) Answered(took time.Duration) {
+	p.misses.Store(0)
+	old := p.usual.Load()
+	if old == 0 {
+		p.usual.Store(int64(took))
+		return
+	}
+	p.usual.Store(old + (int64(took)-old)/4)
+}
+
+// Missed records a probe that got no answer.
+func (p *Patience) Missed() {
+	if p.misses.Load() < 32 {
+		p.misses.Add(1)
+	}
+}
