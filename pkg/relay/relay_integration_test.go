@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,6 +149,46 @@ func TestRelayRejectedMessage(t *testing.T) {
 	eventually(t, 30*time.Second, "requeued row PUBLISHED", func() bool {
 		return relaytest.Get(t, b.pool, big.ID).Status == outbox.StatusPublished
 	})
+}
+
+// TestRelayFailuresLoggedPerCause: a cause common to a topic fails every row
+// of a batch; the log says so once per batch and cause, with the count, not
+// once per row (100,000 such rows wrote 72 MB of log in 20 s).
+func TestRelayFailuresLoggedPerCause(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	b := setup(t, bootstrap)
+	small := testenv.Topic(t, "small-many", 1)
+	adm := kadmClient(t, bootstrap)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	limit := "1024"
+	_, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, small)
+	require.NoError(t, err)
+	const n = 60 // more than isolate re-sends one by one
+	evs := make([]outbox.Event, n)
+	for i := range evs {
+		evs[i] = outbox.Event{Topic: small, Payload: []byte(`{"blob":"` + randomText(4000) + `"}`)}
+	}
+	relaytest.MustInsert(t, b.pool, evs...)
+	rr := b.start(t, relay.Config{MaxAttempts: 1, Workers: 1, BatchSize: 100,
+		PollInterval: 100 * time.Millisecond, PublishTimeout: 5 * time.Second, LockTimeout: 20 * time.Second})
+	eventually(t, 30*time.Second, "rows FAILED", func() bool { return relaytest.Count(t, b.pool, outbox.StatusFailed) == n })
+
+	lines := regexp.MustCompile(`(?m)^.*outbox rows failed for good.*$`).FindAllString(rr.logs.String(), -1)
+	require.NotEmpty(t, lines)
+	require.LessOrEqual(t, len(lines), 3, "one line per batch and cause:\n%s", strings.Join(lines, "\n"))
+	total := 0
+	for _, l := range lines {
+		m := regexp.MustCompile(`rows=(\d+)`).FindStringSubmatch(l)
+		require.NotNil(t, m, l)
+		k, _ := strconv.Atoi(m[1])
+		total += k
+		require.Contains(t, l, "topic="+small)
+		require.Contains(t, l, "outbox_id=")
+	}
+	require.Equal(t, n, total, "the lines count every row")
+	require.Equal(t, float64(n), rr.metric(t, "route_passport_outbox_failed_total"))
 }
 
 func randomText(n int) string {

@@ -85,23 +85,60 @@ func (r *Relay) recordFailures(ctx context.Context, deadline time.Time, b *batch
 		if err != nil {
 			return err
 		}
+		// One line per kind of failure in the batch, not per row: a cause
+		// common to a topic (an ACL, max.message.bytes) fails every row of
+		// every batch, and a line each wrote 72 MB in 20 s for 100,000 rows.
+		groups := map[failureKey]*failureGroup{}
+		var order []failureKey
 		for _, rr := range res {
 			i := byID[rr.ID]
 			row := &b.rows[i]
-			attrs := []any{"outbox_id", rr.ID, "event_type", row.EventType, "topic", row.Topic,
-				"key", row.Key, "attempts", rr.Attempts, "status", rr.Status}
 			if rr.Status == outbox.StatusFailed {
 				r.m.failed.Inc()
-				r.logger.ErrorContext(ctx, "outbox row failed for good; requeue it with `outbox-relay requeue`",
-					append(attrs, "err", b.errs[i])...)
 			} else {
 				r.m.retried.Inc()
-				r.logger.WarnContext(ctx, "publish failed; will retry",
-					append(attrs, "next_attempt_at", rr.NextAttemptAt, "err", b.errs[i])...)
+			}
+			k := failureKey{status: rr.Status, topic: row.Topic, err: b.errs[i].Error()}
+			g := groups[k]
+			if g == nil {
+				g = &failureGroup{firstID: rr.ID, firstKey: row.Key, nextAt: rr.NextAttemptAt}
+				groups[k] = g
+				order = append(order, k)
+			}
+			g.rows++
+			g.maxAttempts = max(g.maxAttempts, rr.Attempts)
+			if rr.NextAttemptAt.Before(g.nextAt) {
+				g.nextAt = rr.NextAttemptAt
+			}
+		}
+		for _, k := range order {
+			g := groups[k]
+			attrs := []any{"rows", g.rows, "topic", k.topic, "outbox_id", g.firstID, "key", g.firstKey,
+				"attempts", g.maxAttempts, "err", k.err}
+			if k.status == outbox.StatusFailed {
+				r.logger.ErrorContext(ctx, "outbox rows failed for good; requeue them with `outbox-relay requeue`", attrs...)
+			} else {
+				r.logger.WarnContext(ctx, "publish failed; will retry", append(attrs, "next_attempt_at", g.nextAt)...)
 			}
 		}
 		return nil
 	})
+}
+
+// failureKey groups a batch's failed rows for the log: what became of them,
+// where they were going and why.
+type failureKey struct {
+	status, topic, err string
+}
+
+// failureGroup is what the log says of one group: how many rows, the first
+// row's id and key (to look it up), the most attempts and the earliest
+// next try.
+type failureGroup struct {
+	rows, maxAttempts int
+	firstID           uuid.UUID
+	firstKey          string
+	nextAt            time.Time
 }
 
 // postpone reschedules rows the cluster could not take, with backoff and
