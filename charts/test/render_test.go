@@ -717,7 +717,7 @@ func TestAllFeatures(t *testing.T) {
 			}
 		}
 		want := map[string]string{ // alert -> metric it must watch
-			"PcpOutboxRowsFailed":               "route_passport_outbox_failed_total",
+			"PcpOutboxRowsFailed":               "route_passport_outbox_failed_rows",
 			"PcpOutboxOldestPendingTooOld":      "route_passport_outbox_oldest_pending_age_seconds",
 			"PcpOutboxPendingGaugesStale":       "route_passport_outbox_pending_refreshed_timestamp_seconds",
 			"PcpOutboxRelayPaused":              "route_passport_outbox_paused",

@@ -91,10 +91,12 @@ type RetryResult struct {
 	NextAttemptAt time.Time
 }
 
-// PendingSummary feeds the pending gauges.
+// PendingSummary feeds the pending and failed-rows gauges.
 type PendingSummary struct {
 	Pending   int64
 	OldestAge time.Duration
+	// Failed counts FAILED rows, which wait for an operator.
+	Failed int64
 }
 
 // Control is the pause state every relay honours (outbox_relay_control):

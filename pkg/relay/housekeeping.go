@@ -49,6 +49,7 @@ func (r *Relay) refreshGauges(ctx context.Context) {
 		cancel()
 		if err == nil {
 			r.m.pending.Set(float64(s.Pending))
+			r.m.failedRows.Set(float64(s.Failed))
 			r.m.oldestAge.Set(s.OldestAge.Seconds())
 			r.m.pendingAt.SetToCurrentTime()
 		}

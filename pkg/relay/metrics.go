@@ -14,6 +14,7 @@ type metrics struct {
 	released      prometheus.Counter
 	postponed     prometheus.Counter
 	pending       prometheus.Gauge
+	failedRows    prometheus.Gauge
 	oldestAge     prometheus.Gauge
 	pendingAt     prometheus.Gauge
 	paused        prometheus.Gauge
@@ -67,13 +68,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "route_passport_outbox_pending",
 			Help: "PENDING outbox rows (refreshed every few seconds).",
 		}),
+		failedRows: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "route_passport_outbox_failed_rows",
+			Help: "FAILED outbox rows: their events reach Kafka only after `outbox-relay requeue` (refreshed with the pending gauges).",
+		}),
 		oldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "route_passport_outbox_oldest_pending_age_seconds",
 			Help: "Age of the oldest PENDING outbox row, 0 when none (refreshed every few seconds).",
 		}),
 		pendingAt: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "route_passport_outbox_pending_refreshed_timestamp_seconds",
-			Help: "Unix time of the last successful refresh of the two pending gauges; a refresh that fails (a busy database: after a held snapshot the count walks every dead index entry) leaves them at their previous values.",
+			Help: "Unix time of the last successful refresh of the pending and failed-rows gauges; a refresh that fails (a busy database: after a held snapshot the count walks every dead index entry) leaves them at their previous values.",
 		}),
 		paused: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "route_passport_outbox_paused",
@@ -137,7 +142,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.stage = obs.NewStageHistogram(stageReg)
 	if reg != nil {
-		reg.MustRegister(m.published, m.retried, m.failed, m.released, m.postponed, m.pending, m.oldestAge, m.pendingAt,
+		reg.MustRegister(m.published, m.retried, m.failed, m.released, m.postponed, m.pending, m.failedRows, m.oldestAge, m.pendingAt,
 			m.paused, m.publishTime, m.ingestToPub, m.claimedRows, m.kafkaOutages, m.lostLeaseRows,
 			m.oldestXactAge, m.liveTuples, m.deadTuples, m.tableBytes, m.wakeupMode,
 			m.indexBytes, m.indexRebuilds)

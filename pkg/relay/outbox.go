@@ -36,7 +36,8 @@ type Outbox interface {
 	// working to release (a table lock, a row lock of an idle
 	// transaction).
 	Stuck(ctx context.Context) error
-	// Pending counts PENDING rows and the age of the oldest.
+	// Pending counts PENDING rows and the age of the oldest, and FAILED
+	// rows.
 	Pending(ctx context.Context) (outbox.PendingSummary, error)
 	// TableHealth reads what holds vacuum back and the table's size.
 	TableHealth(ctx context.Context) (outbox.TableHealth, error)

@@ -171,7 +171,7 @@ func TestRelayFailuresLoggedPerCause(t *testing.T) {
 		evs[i] = outbox.Event{Topic: small, Payload: []byte(`{"blob":"` + randomText(4000) + `"}`)}
 	}
 	relaytest.MustInsert(t, b.pool, evs...)
-	rr := b.start(t, relay.Config{MaxAttempts: 1, Workers: 1, BatchSize: 100,
+	rr := b.start(t, relay.Config{MaxAttempts: 1, Workers: 1, BatchSize: 100, StatsInterval: 200 * time.Millisecond,
 		PollInterval: 100 * time.Millisecond, PublishTimeout: 5 * time.Second, LockTimeout: 20 * time.Second})
 	eventually(t, 30*time.Second, "rows FAILED", func() bool { return relaytest.Count(t, b.pool, outbox.StatusFailed) == n })
 
@@ -189,6 +189,11 @@ func TestRelayFailuresLoggedPerCause(t *testing.T) {
 	}
 	require.Equal(t, n, total, "the lines count every row")
 	require.Equal(t, float64(n), rr.metric(t, "route_passport_outbox_failed_total"))
+	// The gauge counts what is FAILED in the table now, until a requeue.
+	eventually(t, 10*time.Second, "failed-rows gauge", func() bool { return rr.metric(t, "route_passport_outbox_failed_rows") == n })
+	_, err = b.pool.Exec(ctx, `update route_passport_outbox set status = 'PENDING', attempts = 0, next_attempt_at = now() + interval '1 hour' where status = 'FAILED'`)
+	require.NoError(t, err)
+	eventually(t, 10*time.Second, "failed-rows gauge after the requeue", func() bool { return rr.metric(t, "route_passport_outbox_failed_rows") == 0 })
 }
 
 func randomText(n int) string {

@@ -69,14 +69,15 @@ func (o *Outbox) Notify(ctx context.Context) error {
 	return nil
 }
 
-// Pending counts PENDING rows and the age of the oldest; both read only the
-// PENDING partial index.
+// Pending counts PENDING rows and the age of the oldest, and FAILED rows;
+// each reads only its partial index (PENDING, FAILED: migration 002).
 func (o *Outbox) Pending(ctx context.Context) (outbox.PendingSummary, error) {
 	var s outbox.PendingSummary
 	var ageUS *int64
 	err := o.pool.QueryRow(ctx, `
-select count(*), (extract(epoch from now() - min(created_at)) * 1e6)::bigint
-from route_passport_outbox where status = 'PENDING'`).Scan(&s.Pending, &ageUS)
+select count(*), (extract(epoch from now() - min(created_at)) * 1e6)::bigint,
+    (select count(*) from route_passport_outbox where status = 'FAILED')
+from route_passport_outbox where status = 'PENDING'`).Scan(&s.Pending, &ageUS, &s.Failed)
 	if err != nil {
 		return s, fmt.Errorf("count pending outbox rows: %w", err)
 	}
