@@ -1,6 +1,9 @@
 package passport
 
 import (
+	"strings"
+	"unicode/utf8"
+
 	"github.com/google/uuid"
 
 	"github.com/pcp/route-processing/pkg/outbox"
@@ -41,7 +44,10 @@ func Accept(p *Passport, src record.Record, cfg EventConfig) Accepted {
 // parse). This is the one home of the rule for the events' traceparent:
 // none when the input had none; else span when set, so that the relay's
 // publish span and the consumers continue the ingestor's trace; else the
-// input's value unchanged.
+// input's value unchanged, unless it is not text that the outbox's jsonb
+// headers can hold (invalid UTF-8, a NUL byte: never a W3C traceparent),
+// which is left out rather than altered, and rather than the valid passport
+// refused by the database.
 func AcceptTraced(p *Passport, src record.Record, cfg EventConfig, span string) Accepted {
 	var traceparent *string
 	if v, ok := src.Header("traceparent"); ok {
@@ -49,7 +55,9 @@ func AcceptTraced(p *Passport, src record.Record, cfg EventConfig, span string) 
 		if s == "" {
 			s = string(v)
 		}
-		traceparent = &s
+		if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
+			traceparent = &s
+		}
 	}
 	return Accepted{Passport: p, Source: src, Events: p.Events(cfg, traceparent)}
 }

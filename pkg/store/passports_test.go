@@ -117,6 +117,24 @@ func TestPassportsWrite(t *testing.T) {
 		require.Equal(t, 2, n, "a new route in the same write gets its events")
 	})
 
+	// A traceparent header jsonb cannot hold (a NUL, invalid UTF-8) made
+	// the database refuse a valid passport, which went to the DLQ: the
+	// events now leave it out, and the passport is written.
+	t.Run("UnstorableTraceparentLeftOut", func(t *testing.T) {
+		t.Parallel()
+		pool := testenv.Pool(t)
+		s := store.NewPassports(pool, 7)
+		for _, v := range []string{"00-4bf9\x00", "00-\xff\xfe-01"} {
+			id := uuid.NewString()
+			rec := passportRecord(t, id, "odd header", "t", 1, record.Header{Key: "traceparent", Value: []byte(v)})
+			require.NoError(t, s.Write(ctx, []passport.Accepted{rec}), "%q", v)
+			var n, with int
+			require.NoError(t, pool.QueryRow(ctx, "select count(*), count(*) filter (where headers ? 'traceparent') from route_passport_outbox where route_id = $1", id).Scan(&n, &with))
+			require.Equal(t, 2, n, "%q", v)
+			require.Zero(t, with, "%q", v)
+		}
+	})
+
 	t.Run("EachEventStoresItsOwnPayload", func(t *testing.T) {
 		t.Parallel()
 		pool := testenv.Pool(t)
