@@ -272,6 +272,10 @@ func (s *fakeStore) BeginWrite(ctx context.Context, recs []passport.Accepted) (s
 // Stuck is a query like Ping: it fails as Ping does (nothing is stuck).
 func (s *fakeStore) Stuck(ctx context.Context) error { return s.Ping(ctx) }
 
+// CheckSchema: the fake's schema is always this build's (the probe's
+// answers are Stuck's, that is the scripted pings).
+func (s *fakeStore) CheckSchema(ctx context.Context) error { return ctx.Err() }
+
 func (s *fakeStore) Ping(ctx context.Context) error {
 	s.mu.Lock()
 	f := s.pingFail

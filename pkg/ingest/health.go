@@ -11,6 +11,7 @@ import (
 
 	"github.com/pcp/route-processing/pkg/backoff"
 	"github.com/pcp/route-processing/pkg/obs"
+	"github.com/pcp/route-processing/pkg/store"
 )
 
 // health tracks one dependency: readiness, and one log line per change.
@@ -88,7 +89,18 @@ func (h *health) okIf(ctx context.Context, mayEnd func() bool) {
 // nothing else would say why the process is not ready. An outage logs its
 // own line.
 func (h *health) unreached(ctx context.Context, err error) {
-	if h.outage.Load() || h.warned.Swap(true) {
+	if h.outage.Load() {
+		return
+	}
+	var schema *store.SchemaError
+	if errors.As(err, &schema) {
+		h.ready.Set(h.component, fmt.Sprintf("schema at version %d, this build needs %d: run `ingestor migrate`", schema.Have, schema.Want))
+		if !h.warned.Swap(true) {
+			h.logger.ErrorContext(ctx, "the database schema is older than this build; nothing is consumed until it is migrated", "err", err)
+		}
+		return
+	}
+	if h.warned.Swap(true) {
 		return
 	}
 	h.logger.WarnContext(ctx, h.component+" not reachable yet; retrying", "err", err)
@@ -334,8 +346,16 @@ func (in *Ingestor) pings(ctx context.Context) bool {
 // that a slow link is not taken for a hung one sooner than it must. The
 // lock half is what makes a blocked write an outage (see slow): it runs
 // only while a call is stalled or the database is down, so it costs
-// nothing in the steady state.
+// nothing in the steady state. Until the database first answers it also
+// checks the schema: on a database never migrated every write failed with
+// "relation does not exist", retried as an outage forever, with nothing
+// saying to run `ingestor migrate`.
 func (in *Ingestor) probeDB(ctx context.Context) error {
+	if !in.dbHealth.reached.Load() {
+		if err := in.store.CheckSchema(ctx); err != nil {
+			return err
+		}
+	}
 	return in.store.Stuck(ctx)
 }
 

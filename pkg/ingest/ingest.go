@@ -53,6 +53,9 @@ type Store interface {
 	// is working to release (a table lock, a row lock of an idle
 	// transaction).
 	Stuck(ctx context.Context) error
+	// CheckSchema fails (a *store.SchemaError) when the database's schema
+	// is older than this build's.
+	CheckSchema(ctx context.Context) error
 }
 
 // DLQ produces dead-letter records; *kafkax.Producer implements it.

@@ -39,6 +39,10 @@ func dbSymptom(err error) string {
 		return ""
 	case errors.Is(err, context.DeadlineExceeded):
 		return "no answer in time"
+	case errors.As(err, &coded) && (coded.SQLState() == "42P01" || coded.SQLState() == "42703"):
+		// undefined table or column: a database never migrated, or one a
+		// release behind.
+		return "schema missing or older than this build (SQLSTATE " + coded.SQLState() + "): run `ingestor migrate`"
 	case errors.As(err, &coded):
 		return "server error, SQLSTATE " + coded.SQLState()
 	case errors.Is(err, syscall.ECONNREFUSED):

@@ -48,4 +48,12 @@ func TestDBSymptomHidesConnectionDetails(t *testing.T) {
 		}
 	}
 	require.Equal(t, "", dbSymptom(nil))
+
+	// A database nobody migrated: the symptom says what to do.
+	pool, err := store.Open(ctx, testenv.EmptyDatabaseURL(t), "test")
+	require.NoError(t, err)
+	defer pool.Close()
+	_, err = pool.Exec(ctx, "select 1 from route_passport_outbox")
+	require.Error(t, err)
+	require.Equal(t, "schema missing or older than this build (SQLSTATE 42P01): run `ingestor migrate`", dbSymptom(err))
 }

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/store"
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+// An ingestor pointed at a database nobody migrated used to report ready,
+// consume, and retry every write as a PostgreSQL outage ("relation does not
+// exist") forever, nothing saying to migrate. It now consumes nothing,
+// says so once, and /readyz names the fix; after `migrate` it goes on.
+func TestUnmigratedDatabaseSaysToMigrate(t *testing.T) {
+	t.Parallel()
+	url := testenv.EmptyDatabaseURL(t)
+	bootstrap := testenv.KafkaBootstrap(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	env := []string{
+		"DATABASE_URL=" + url,
+		"KAFKA_BOOTSTRAP_SERVERS=" + bootstrap,
+		"TOPIC_INPUT=" + testenv.Topic(t, "schema-in", 1),
+		"HTTP_ADDR=" + addr,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var stderr testenv.SyncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, env, io.Discard, &stderr) }()
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	require.Eventually(t, func() bool {
+		return strings.Contains(stderr.String(), "the database schema is older than this build")
+	}, 20*time.Second, 50*time.Millisecond, "log: %s", &stderr)
+	require.Contains(t, stderr.String(), "run `ingestor migrate`")
+	code, body := get("/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "schema at version 0, this build needs")
+	require.Equal(t, 1, strings.Count(stderr.String(), "schema is older"), "said once")
+
+	require.NoError(t, store.MigrateURL(ctx, url))
+	require.Eventually(t, func() bool { c, _ := get("/readyz"); return c == http.StatusOK }, 20*time.Second, 50*time.Millisecond,
+		"ready once migrated: %s", &stderr)
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("ingestor did not stop within 30 s of cancellation")
+	}
+}
