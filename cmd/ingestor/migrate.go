@@ -20,9 +20,16 @@ func runMigrate(ctx context.Context, environ []string, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	if err := store.MigrateURL(ctx, cfg.DatabaseURL); err != nil {
+	m, err := store.MigrateURL(ctx, cfg.DatabaseURL)
+	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	logger.Info("migrate: database is at the latest schema", "took", time.Since(start).Round(time.Millisecond))
+	took := time.Since(start).Round(time.Millisecond)
+	if m.Newer() {
+		logger.Warn("migrate: the database schema is a later release's; left as it is (migrations stay backward compatible)",
+			"schema_version", m.From, "this_build", m.To, "took", took)
+		return nil
+	}
+	logger.Info("migrate: database is at the latest schema", "from_version", m.From, "to_version", m.To, "took", took)
 	return nil
 }

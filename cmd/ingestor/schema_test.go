@@ -57,7 +57,8 @@ func TestUnmigratedDatabaseSaysToMigrate(t *testing.T) {
 	require.Contains(t, body, "schema at version 0, this build needs")
 	require.Equal(t, 1, strings.Count(stderr.String(), "schema is older"), "said once")
 
-	require.NoError(t, store.MigrateURL(ctx, url))
+	_, err = store.MigrateURL(ctx, url)
+	require.NoError(t, err)
 	require.Eventually(t, func() bool { c, _ := get("/readyz"); return c == http.StatusOK }, 20*time.Second, 50*time.Millisecond,
 		"ready once migrated: %s", &stderr)
 

@@ -153,11 +153,30 @@ func TestMigrate(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		u := testenv.EmptyDatabaseURL(t)
-		require.NoError(t, store.MigrateURL(ctx, u))
-		require.NoError(t, store.MigrateURL(ctx, u))
+		m, err := store.MigrateURL(ctx, u)
+		require.NoError(t, err)
+		want := int32(store.SchemaVersion())
+		require.Equal(t, store.Migration{From: 0, To: want}, m)
+		m, err = store.MigrateURL(ctx, u)
+		require.NoError(t, err)
+		require.Equal(t, store.Migration{From: want, To: want}, m)
 		// The pool settings the README allows in DATABASE_URL are not
 		// server parameters: migrate must not send them.
-		require.NoError(t, store.MigrateURL(ctx, withPoolSettings(u)))
+		_, err = store.MigrateURL(ctx, withPoolSettings(u))
+		require.NoError(t, err)
+
+		// A later release's schema (a rollback runs this release's
+		// migration hook on it): left alone, no error.
+		pool, err := store.Open(ctx, u, "test")
+		require.NoError(t, err)
+		defer pool.Close()
+		_, err = pool.Exec(ctx, "update schema_version set version = version + 1")
+		require.NoError(t, err)
+		m, err = store.MigrateURL(ctx, u)
+		require.NoError(t, err, "a newer schema is left as it is")
+		require.True(t, m.Newer())
+		require.Equal(t, want+1, m.From)
+		require.NoError(t, store.NewPassports(pool, 1).CheckSchema(ctx), "a newer schema serves this build")
 	})
 }
 

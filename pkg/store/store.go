@@ -139,21 +139,49 @@ func configureConn(cfg *pgx.ConnConfig) {
 // idempotent, and safe to run from several processes at once (tern takes an
 // advisory lock).
 func Migrate(ctx context.Context, conn *pgx.Conn) error {
+	_, err := migrateConn(ctx, conn)
+	return err
+}
+
+// Migration is what a migration run found and left: the schema versions
+// before and after. From above To is a database of a later release, left
+// as it is.
+type Migration struct {
+	From, To int32
+}
+
+// Newer reports whether the database's schema was a later release's.
+func (m Migration) Newer() bool { return m.From > m.To }
+
+func migrateConn(ctx context.Context, conn *pgx.Conn) (Migration, error) {
 	m, err := migrate.NewMigrator(ctx, conn, VersionTable)
 	if err != nil {
-		return fmt.Errorf("create migrator: %w", err)
+		return Migration{}, fmt.Errorf("create migrator: %w", err)
 	}
 	sub, err := fs.Sub(db.Migrations, "migrations")
 	if err != nil {
-		return fmt.Errorf("open migrations: %w", err)
+		return Migration{}, fmt.Errorf("open migrations: %w", err)
 	}
 	if err := m.LoadMigrations(sub); err != nil {
-		return fmt.Errorf("load migrations: %w", err)
+		return Migration{}, fmt.Errorf("load migrations: %w", err)
+	}
+	from, err := m.GetCurrentVersion(ctx)
+	if err != nil {
+		return Migration{}, fmt.Errorf("read the schema version: %w", err)
+	}
+	latest := int32(len(m.Migrations))
+	if from > latest {
+		// A rollback to this release (helm rollback, a GitOps revert) runs
+		// its migration hook on the later release's schema, which keeps
+		// this release's tables (migrations stay backward compatible):
+		// tern would refuse ("outside the valid versions") and fail the
+		// rollback.
+		return Migration{From: from, To: latest}, nil
 	}
 	if err := m.Migrate(ctx); err != nil {
-		return fmt.Errorf("apply migrations: %w", err)
+		return Migration{}, fmt.Errorf("apply migrations: %w", err)
 	}
-	return nil
+	return Migration{From: from, To: latest}, nil
 }
 
 // URLError is a connection string that does not parse. It names the
@@ -198,15 +226,15 @@ func connConfig(databaseURL, setting string) (*pgx.ConnConfig, error) {
 }
 
 // MigrateURL opens a single connection to databaseURL and migrates it.
-func MigrateURL(ctx context.Context, databaseURL string) error {
+func MigrateURL(ctx context.Context, databaseURL string) (Migration, error) {
 	cfg, err := connConfig(databaseURL, "DATABASE_URL")
 	if err != nil {
-		return err
+		return Migration{}, err
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+		return Migration{}, fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	return Migrate(ctx, conn)
+	return migrateConn(ctx, conn)
 }

@@ -114,7 +114,7 @@ func newPGServer(source, adminURL string, c *PostgresCluster) (*pgServer, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := store.MigrateURL(ctx, tplURL); err != nil {
+	if _, err := store.MigrateURL(ctx, tplURL); err != nil {
 		return nil, fmt.Errorf("migrate template database: %w", err)
 	}
 	// No connections to the template from now on: CREATE DATABASE ...
