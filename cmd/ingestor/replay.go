@@ -94,7 +94,14 @@ func runDLQReplay(ctx context.Context, args, environ []string, stdout, stderr io
 	}
 	logger.With("component", "dlq-replay").InfoContext(ctx, "starting", "from", rcfg.DLQTopic, "to", rcfg.Topic, "dry_run", rcfg.DryRun)
 	res, err := rp.Run(ctx)
-	fmt.Fprintf(stdout, "dlq-replay: dry_run=%t %s\n", opts.DryRun, res)
+	switch {
+	case err == nil:
+		fmt.Fprintf(stdout, "dlq-replay: dry_run=%t %s\n", opts.DryRun, res)
+	case res.Scanned > 0:
+		// Not the success line: a script reading "failed=0" from it would
+		// take an aborted replay for a complete one.
+		fmt.Fprintf(stdout, "dlq-replay: INCOMPLETE, stopped by an error: dry_run=%t %s\n", opts.DryRun, res)
+	}
 	if errors.Is(err, dlqreplay.ErrNoSuchPartition) {
 		// Known only once the DLQ's metadata is read, but a bad flag all
 		// the same.
