@@ -275,6 +275,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"MaxAttemptsAboveTheRelaysBound", []string{"--set", "outbox.maxAttempts=2000000"}, "maxAttempts"},
 		{"CommonLabelsSetASelector", []string{"--set", `commonLabels.app\.kubernetes\.io/name=x`}, "commonLabels must not set app.kubernetes.io/name"},
 		{"PodLabelsSetASelector", []string{"--set", `relay.podLabels.app\.kubernetes\.io/component=x`}, "relay.podLabels must not set app.kubernetes.io/component"},
+		{"AlertLabelsSetSeverity", []string{"--set", "prometheusRule.enabled=true", "--set", "prometheusRule.alertLabels.severity=page"}, "prometheusRule.alertLabels must not set severity"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -295,6 +296,8 @@ func TestLabelsSetTwice(t *testing.T) {
 	r := render(t, "-f", ciValues("default"),
 		"--set", "commonLabels.team=platform", "--set", "ingestor.podLabels.team=ingest",
 		"--set", "migration.podLabels.team=migrate",
+		"--set", "serviceMonitor.enabled=true", "--set", "serviceMonitor.labels.team=monitoring",
+		"--set", "prometheusRule.enabled=true", "--set", "prometheusRule.labels.team=alerting",
 		"--set-string", `commonLabels.app\.kubernetes\.io/part-of=routes`)
 	ing := r.deployments[fullname+"-ingestor"]
 	require.NotNil(t, ing)
@@ -309,6 +312,12 @@ func TestLabelsSetTwice(t *testing.T) {
 	require.NotNil(t, job)
 	require.Equal(t, "migrate", job.Spec.Template.Labels["team"])
 	require.Equal(t, "routes", job.Spec.Template.Labels["app.kubernetes.io/part-of"])
+	for kind, want := range map[string]string{"ServiceMonitor": "monitoring", "PrometheusRule": "alerting"} {
+		require.Len(t, r.custom[kind], 1, kind)
+		for _, obj := range r.custom[kind] {
+			require.Equal(t, want, customField(t, obj, "metadata", "labels", "team"), kind)
+		}
+	}
 }
 
 func TestDefaultRender(t *testing.T) {

@@ -8,12 +8,15 @@
 {{- end }}
 {{- end }}
 {{- /* The Deployments, Services, PDBs and ServiceMonitor select pods by these: a value that changed one would orphan the pods of an upgrade. */ -}}
-{{- range $c := list (dict "name" "commonLabels" "v" .Values.commonLabels) (dict "name" "ingestor.podLabels" "v" .Values.ingestor.podLabels) (dict "name" "relay.podLabels" "v" .Values.relay.podLabels) (dict "name" "migration.podLabels" "v" .Values.migration.podLabels) }}
+{{- range $c := list (dict "name" "commonLabels" "v" .Values.commonLabels) (dict "name" "ingestor.podLabels" "v" .Values.ingestor.podLabels) (dict "name" "relay.podLabels" "v" .Values.relay.podLabels) (dict "name" "migration.podLabels" "v" .Values.migration.podLabels) (dict "name" "serviceMonitor.labels" "v" .Values.serviceMonitor.labels) (dict "name" "prometheusRule.labels" "v" .Values.prometheusRule.labels) }}
 {{- range $k := list "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/component" }}
 {{- if hasKey (default dict $c.v) $k }}
 {{- fail (printf "%s must not set %s: the chart's selectors use it" $c.name $k) }}
 {{- end }}
 {{- end }}
+{{- end }}
+{{- if hasKey (default dict .Values.prometheusRule.alertLabels) "severity" }}
+{{- fail "prometheusRule.alertLabels must not set severity: each alert sets its own (critical or warning)" }}
 {{- end }}
 {{- range $c := list (dict "name" "ingestor" "v" .Values.ingestor) (dict "name" "relay" "v" .Values.relay) }}
 {{- if gt (int $c.v.autoscaling.minReplicas) (int $c.v.autoscaling.maxReplicas) }}
