@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/pcp/route-processing/pkg/backoff"
@@ -120,7 +122,10 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	}
 	logger.Info("starting", "topic", cfg.TopicInput, "group", cfg.ConsumerGroup, "dlq", cfg.TopicInputDLQ,
 		"batch_size", cfg.Ingest.BatchSize, "batch_max_wait", cfg.Ingest.BatchMaxWait,
-		"db_timeout", in.DBTimeout(), "tracing", tp.Enabled)
+		"db_timeout", in.DBTimeout(), "tracing", tp.Enabled,
+		// Names only, never values: they may be secrets.
+		"consumer_properties", slices.Sorted(maps.Keys(cfg.ConsumerProperties())),
+		"producer_properties", slices.Sorted(maps.Keys(cfg.ProducerProperties())))
 
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	defer stopProbe()

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/pcp/route-processing/pkg/config"
@@ -118,14 +120,13 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	keys := make([]string, 0, len(cfg.KafkaProperties))
-	for k := range cfg.KafkaProperties {
-		keys = append(keys, k)
-	}
+	// The producer's property names (KAFKA_PROPERTY_* and
+	// KAFKA_PRODUCER_PROPERTY_*), never their values: they may be secrets.
 	log.Info("starting", "batch_size", cfg.BatchSize, "poll_interval", cfg.PollInterval,
 		"lock_timeout", cfg.LockTimeout, "publish_timeout", cfg.PublishTimeout, "max_attempts", cfg.MaxAttempts,
-		"kafka_properties", keys, "db_timeout", cfg.DBTimeout, "direct_listen_url", cfg.ListenURL != cfg.DatabaseURL,
-		"tracing", tp.Enabled)
+		"kafka_properties", slices.Sorted(maps.Keys(cfg.ProducerProperties())), "db_timeout", cfg.DBTimeout,
+		"retention", cfg.Retention, "retention_interval", cfg.RetentionInterval, "retention_batch", cfg.RetentionBatch,
+		"direct_listen_url", cfg.ListenURL != cfg.DatabaseURL, "tracing", tp.Enabled)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -275,12 +275,20 @@ func TestRunRelayPublishes(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	addr := freeAddr(t)
-	env := []string{"DATABASE_URL=" + url, "KAFKA_BOOTSTRAP_SERVERS=" + bootstrap, "HTTP_ADDR=" + addr, "LOG_LEVEL=warn"}
+	env := []string{"DATABASE_URL=" + url, "KAFKA_BOOTSTRAP_SERVERS=" + bootstrap, "HTTP_ADDR=" + addr,
+		"KAFKA_PRODUCER_PROPERTY_SOCKET_KEEPALIVE_ENABLE=true", "KAFKA_PROPERTY_CLIENT_RACK=rack-secret-value"}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	logs := &testenv.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(runCtx, nil, env, io.Discard, logs) }()
+
+	// The start line names every property the producer gets, a
+	// producer-only one too, and no value.
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), `"msg":"starting"`) }, 10*time.Second, 20*time.Millisecond)
+	require.Contains(t, logs.String(), `"kafka_properties":["client.rack","socket.keepalive.enable"]`)
+	require.Contains(t, logs.String(), `"retention":"24h0m0s"`)
+	require.NotContains(t, logs.String(), "rack-secret-value")
 
 	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic}, outbox.Event{Topic: topic})
 	require.Len(t, testenv.Consume(t, bootstrap, topic, 2, 30*time.Second), 2)
