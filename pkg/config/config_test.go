@@ -145,7 +145,12 @@ func TestReasonsNameVariablesNotFields(t *testing.T) {
 	require.NotContains(t, err.Error(), "InitialBackoff")
 
 	_, err = LoadRelay(env("OUTBOX_MAX_ATTEMPTS=0"))
-	require.ErrorContains(t, err, "at least 1")
+	require.ErrorContains(t, err, "0 is outside [1, 1000000]")
+	// The ingestor reads the same variable: the same words.
+	_, ierr := LoadIngestor(env("OUTBOX_MAX_ATTEMPTS=0"))
+	require.Equal(t, err.Error(), ierr.Error())
+	_, err = LoadRelay(env("OUTBOX_RETENTION=-1h"))
+	require.ErrorContains(t, err, "OUTBOX_RETENTION: -1h is negative (0 turns it off)")
 	require.NotContains(t, err.Error(), "2147483647")
 	_, err = LoadRelay(env("OUTBOX_MAX_ATTEMPTS=1000001"))
 	require.ErrorContains(t, err, "OUTBOX_MAX_ATTEMPTS")

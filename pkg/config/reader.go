@@ -230,7 +230,11 @@ func (r *reader) duration(name string, def time.Duration, zeroOK bool) time.Dura
 		r.fail(name, fmt.Sprintf("%q is not a duration (Go syntax, e.g. 500ms, 30s, 2m)", s))
 		return def
 	}
-	if v < 0 || (v == 0 && !zeroOK) {
+	switch {
+	case v < 0 && zeroOK:
+		r.fail(name, fmt.Sprintf("%s is negative (0 turns it off)", s))
+		return def
+	case v < 0 || (v == 0 && !zeroOK):
 		r.fail(name, fmt.Sprintf("%s must be positive", s))
 		return def
 	}

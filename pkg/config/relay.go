@@ -61,7 +61,9 @@ func LoadRelay(environ []string) (Relay, error) {
 	c := Relay{
 		Common: r.common(),
 		Config: relay.Config{
-			MaxAttempts:           r.positiveInt(v["MaxAttempts"]),
+			// The ingestor reads the same variable (new rows' max_attempts):
+			// the same bounds, the same message.
+			MaxAttempts:           r.intRange(v["MaxAttempts"], 0, 1, relay.MaxMaxAttempts),
 			InitialBackoff:        r.duration(v["InitialBackoff"], 0, false),
 			MaxBackoff:            r.duration(v["MaxBackoff"], 0, false),
 			LockTimeout:           r.duration(v["LockTimeout"], 0, false),
