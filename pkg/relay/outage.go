@@ -23,6 +23,14 @@ func (r *Relay) confirmOutage(ctx context.Context, cause error) error {
 	if err == nil {
 		return nil
 	}
+	if ctx.Err() != nil {
+		// The caller is gone: a stalled batch whose reports came (its
+		// context ends with it) or a stopping relay. A probe cut short
+		// says nothing of the cluster; taking it for an outage gave the
+		// leases back over a slow link whenever a batch's reports came
+		// while its stall probe still waited for an answer.
+		return err
+	}
 	r.kafkaDown.Store(true)
 	r.m.kafkaOutages.Inc()
 	r.setKafkaReady(fmt.Errorf("no broker answers: %w", err))
@@ -104,7 +112,9 @@ func (r *Relay) probeCluster(ctx context.Context) error {
 	start := time.Now()
 	err := r.pub.Probe(ctx, "", r.patience.Wait())
 	if err != nil {
-		r.patience.Missed()
+		if ctx.Err() == nil {
+			r.patience.Missed()
+		}
 		return err
 	}
 	r.patience.Answered(time.Since(start))

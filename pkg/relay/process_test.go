@@ -184,6 +184,34 @@ func TestStoppingSkipsTheProbe(t *testing.T) {
 	require.Empty(t, ob.retried)
 }
 
+// TestStallProbeCutByTheBatchIsNoOutage: over a slow link a batch's
+// reports may come while its stall probe still waits for an answer; the
+// batch's end cuts the probe short, which says nothing of the cluster
+// (it put the relay in outage mode, giving leases back, several times a
+// minute over a link 2 s slow).
+func TestStallProbeCutByTheBatchIsNoOutage(t *testing.T) {
+	t.Parallel()
+	ob := &fakeOutbox{}
+	cfg := Config{PublishTimeout: 2 * time.Second, LockTimeout: 20 * time.Second}
+	pub := &fakePublisher{
+		publish: func(_ context.Context, msgs []record.Record) []error {
+			time.Sleep(cfg.WithDefaults().stallAfter() + 300*time.Millisecond) // reports come late, but come
+			return make([]error, len(msgs))
+		},
+		probe: func(ctx context.Context) error {
+			<-ctx.Done() // an answer slower than the batch
+			return ctx.Err()
+		},
+	}
+	r := newTestRelay(t, ob, pub, cfg)
+	r.kafkaDown.Store(false)
+	r.process(context.Background(), testRows(2), time.Now(), trace.SpanContext{})
+	require.Eventually(t, func() bool { pub.mu.Lock(); defer pub.mu.Unlock(); return pub.probes == 1 }, time.Second, 10*time.Millisecond, "the stalled batch was probed")
+	time.Sleep(200 * time.Millisecond) // the cut probe returns
+	require.False(t, r.kafkaDown.Load(), "a probe cut by the batch's end is no outage")
+	require.Len(t, ob.published, 2)
+}
+
 // TestBadHeadersChargeOnlyTheirRow: a row whose headers did not decode is
 // charged an attempt with the reason; its neighbours are published.
 func TestBadHeadersChargeOnlyTheirRow(t *testing.T) {
