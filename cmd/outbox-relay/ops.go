@@ -79,6 +79,15 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 	}
 	defer store.ClosePool(pool, store.PoolCloseWait)
 	ob := store.NewOutbox(pool)
+	// whileWaiting's look at the lock waits needs a connection while the
+	// write holds one: a pool of its own (DATABASE_URL may cap a pool at
+	// one connection), connected only if the write waits that long.
+	watchPool, err := store.Open(ctx, cfg.DatabaseURL, "pcp-outbox-relay "+cmd)
+	if err != nil {
+		return err
+	}
+	defer store.ClosePool(watchPool, store.PoolCloseWait)
+	watch := store.NewOutbox(watchPool)
 
 	switch cmd {
 	case "stats":
@@ -94,7 +103,7 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 		return printStats(stdout, s)
 	case "requeue":
 		var res store.RequeueResult
-		err := whileWaiting(ctx, ob, stderr, func(ctx context.Context) (err error) {
+		err := whileWaiting(ctx, watch, stderr, func(ctx context.Context) (err error) {
 			res, err = ob.Requeue(ctx, filter)
 			return err
 		})
@@ -107,7 +116,7 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 		}
 		return nil
 	case "pause":
-		if err := whileWaiting(ctx, ob, stderr, func(ctx context.Context) error {
+		if err := whileWaiting(ctx, watch, stderr, func(ctx context.Context) error {
 			return ob.SetPaused(ctx, true, *reason, operator())
 		}); err != nil {
 			return err
@@ -115,7 +124,7 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 		fmt.Fprintln(stdout, "paused: every relay stops claiming within one poll interval (batches in flight finish)")
 		return nil
 	case "resume":
-		if err := whileWaiting(ctx, ob, stderr, func(ctx context.Context) error {
+		if err := whileWaiting(ctx, watch, stderr, func(ctx context.Context) error {
 			return ob.SetPaused(ctx, false, "", operator())
 		}); err != nil {
 			return err
@@ -138,7 +147,7 @@ const lockNoticeAfter = 2 * time.Second
 // stderr once about each session it waits for a lock of, so that a command
 // behind a forgotten transaction says why it hangs instead of waiting out
 // opsTimeout in silence.
-func whileWaiting(ctx context.Context, ob *store.Outbox, stderr io.Writer, write func(context.Context) error) error {
+func whileWaiting(ctx context.Context, watch *store.Outbox, stderr io.Writer, write func(context.Context) error) error {
 	done := make(chan error, 1)
 	go func() { done <- write(ctx) }()
 	tick := time.NewTicker(lockNoticeAfter)
@@ -150,7 +159,7 @@ func whileWaiting(ctx context.Context, ob *store.Outbox, stderr io.Writer, write
 			return err
 		case <-tick.C:
 		}
-		blockers, err := ob.Blockers(ctx)
+		blockers, err := watch.Blockers(ctx)
 		if err != nil {
 			continue // the write's own error says more
 		}
@@ -159,10 +168,16 @@ func whileWaiting(ctx context.Context, ob *store.Outbox, stderr io.Writer, write
 				continue
 			}
 			told[b.PID] = true
+			// Another role's state and transaction start read as NULL
+			// without pg_read_all_stats.
+			state := "state not visible to this role"
+			if b.State != "" {
+				state = fmt.Sprintf("%s, transaction open for %s", b.State, b.XactAge.Round(time.Second))
+			}
 			deadline, _ := ctx.Deadline()
-			fmt.Fprintf(stderr, "waiting for a lock held by PostgreSQL session %d (application %q, %s, transaction open for %s); "+
+			fmt.Fprintf(stderr, "waiting for a lock held by PostgreSQL session %d (application %q, %s); "+
 				"this goes on when it commits or rolls back (`select pg_terminate_backend(%d)` ends it), or gives up in %s\n",
-				b.PID, b.Application, b.State, b.XactAge.Round(time.Second), b.PID, time.Until(deadline).Round(time.Second))
+				b.PID, b.Application, state, b.PID, time.Until(deadline).Round(time.Second))
 		}
 	}
 }

@@ -6,8 +6,9 @@ import (
 )
 
 // Patience is how long a probe waits for an answer: Min while answers come
-// fast, four times the usual answer on a link slower than Min allows, and
-// twice as long after each probe in a row that got none, up to Max. A hung
+// fast, four times the usual answer once that is more (the usual answer
+// above Min/4), and twice as long after each probe in a row that got none,
+// up to Max. A hung
 // link to a cluster that answered fast is noticed within Min, as with a
 // fixed timeout, while a link that is slow but working (every answer a
 // second or two late) is not taken for a dead one after its first probe or

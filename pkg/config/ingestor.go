@@ -30,7 +30,7 @@ func LoadIngestor(environ []string) (Ingestor, error) {
 		Common:        r.common(),
 		ConsumerGroup: r.nonBlank("KAFKA_CONSUMER_GROUP", "pcp-route-processing-service"),
 		// The relay owns this rule (contract §5); the ingestor stores it.
-		OutboxMaxAttempts: r.intRange("OUTBOX_MAX_ATTEMPTS", relay.Config{}.WithDefaults().MaxAttempts, 1, relay.MaxMaxAttempts),
+		OutboxMaxAttempts: r.outboxMaxAttempts(relay.Config{}.WithDefaults().MaxAttempts),
 	}
 	in := ingest.DefaultConfig()
 	in.ConsumerGroup = c.ConsumerGroup

@@ -51,6 +51,13 @@ func relayVars() map[string]string {
 // 0 (or below 1) must be refused here, naming it, instead of silently
 // becoming the default.
 
+// outboxMaxAttempts reads OUTBOX_MAX_ATTEMPTS, which both binaries read
+// (the ingestor stores it in new rows' max_attempts): one set of bounds,
+// one message.
+func (r *reader) outboxMaxAttempts(def int) int {
+	return r.intRange("OUTBOX_MAX_ATTEMPTS", def, 1, relay.MaxMaxAttempts)
+}
+
 // LoadRelay reads the relay's configuration from environ (os.Environ form).
 // It only maps variables onto relay.Config (an unset variable leaves the
 // field zero, for relay's default) and names the variable of a field that
@@ -61,9 +68,7 @@ func LoadRelay(environ []string) (Relay, error) {
 	c := Relay{
 		Common: r.common(),
 		Config: relay.Config{
-			// The ingestor reads the same variable (new rows' max_attempts):
-			// the same bounds, the same message.
-			MaxAttempts:           r.intRange(v["MaxAttempts"], 0, 1, relay.MaxMaxAttempts),
+			MaxAttempts:           r.outboxMaxAttempts(0), // 0: relay's default
 			InitialBackoff:        r.duration(v["InitialBackoff"], 0, false),
 			MaxBackoff:            r.duration(v["MaxBackoff"], 0, false),
 			LockTimeout:           r.duration(v["LockTimeout"], 0, false),

@@ -19,23 +19,27 @@ type health struct {
 	logger    *slog.Logger
 	ready     *obs.Readiness
 	component string
+	initial   string // the reason it is not ready before it first works
 	// down: not ready (failing, or not yet seen working); outage: a
 	// failure was seen and no success since (consumption pauses); reached:
 	// seen working once (no batch starts before, see holding).
 	down    atomic.Bool
 	outage  atomic.Bool
 	reached atomic.Bool
-	// warned: unreached logged since the dependency last worked.
-	warned atomic.Bool
-	mu     sync.Mutex
-	since  time.Time
+	// warned: unreached logged since the dependency last worked;
+	// schemaWarned: the same for an old schema, which has its own line
+	// (a start usually sees "connection refused" first).
+	warned       atomic.Bool
+	schemaWarned atomic.Bool
+	mu           sync.Mutex
+	since        time.Time
 	// wake: a probe succeeded; calls: the calls outstanding.
 	wake  wakeup
 	calls callWatch
 }
 
 func newHealth(logger *slog.Logger, ready *obs.Readiness, component, initial string) *health {
-	h := &health{logger: logger.With("dependency", component), ready: ready, component: component}
+	h := &health{logger: logger.With("dependency", component), ready: ready, component: component, initial: initial}
 	if initial != "" {
 		h.down.Store(true)
 	} else {
@@ -74,6 +78,7 @@ func (h *health) okIf(ctx context.Context, mayEnd func() bool) {
 	h.outage.Store(false)
 	h.reached.Store(true)
 	h.warned.Store(false)
+	h.schemaWarned.Store(false)
 	h.ready.Set(h.component, "")
 	if !h.since.IsZero() {
 		h.logger.InfoContext(ctx, h.component+" is back; resuming", "outage", time.Since(h.since).Round(time.Millisecond))
@@ -95,11 +100,12 @@ func (h *health) unreached(ctx context.Context, err error) {
 	var schema *store.SchemaError
 	if errors.As(err, &schema) {
 		h.ready.Set(h.component, fmt.Sprintf("schema at version %d, this build needs %d: run `ingestor migrate`", schema.Have, schema.Want))
-		if !h.warned.Swap(true) {
+		if !h.schemaWarned.Swap(true) {
 			h.logger.ErrorContext(ctx, "the database schema is older than this build; nothing is consumed until it is migrated", "err", err)
 		}
 		return
 	}
+	h.ready.Set(h.component, h.initial) // an old schema's reason no longer holds
 	if h.warned.Swap(true) {
 		return
 	}
@@ -346,15 +352,15 @@ func (in *Ingestor) pings(ctx context.Context) bool {
 // that a slow link is not taken for a hung one sooner than it must. The
 // lock half is what makes a blocked write an outage (see slow): it runs
 // only while a call is stalled or the database is down, so it costs
-// nothing in the steady state. Until the database first answers it also
-// checks the schema: on a database never migrated every write failed with
+// nothing in the steady state. Until the database first answers it checks
+// the schema instead: on a database never migrated every write failed with
 // "relation does not exist", retried as an outage forever, with nothing
 // saying to run `ingestor migrate`.
 func (in *Ingestor) probeDB(ctx context.Context) error {
 	if !in.dbHealth.reached.Load() {
-		if err := in.store.CheckSchema(ctx); err != nil {
-			return err
-		}
+		// Nothing of ours runs yet that could be stuck: one round trip,
+		// as after the first answer.
+		return in.store.CheckSchema(ctx)
 	}
 	return in.store.Stuck(ctx)
 }

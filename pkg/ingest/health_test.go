@@ -3,8 +3,16 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pcp/route-processing/pkg/obs"
+	"github.com/pcp/route-processing/pkg/store"
 )
 
 // TestCallWatchCutsOnlyCallsSentBeforeTheLastFailedProbe: the calls begun
@@ -43,5 +51,31 @@ func TestCallWatchCutsOnlyCallsSentBeforeTheLastFailedProbe(t *testing.T) {
 	}
 	if d := w.oldest(); d != 0 {
 		t.Errorf("oldest = %s with no call outstanding, want 0", d)
+	}
+}
+
+// TestUnreachedSaysSchemaAfterAnotherError: a start usually sees
+// "connection refused" before the database answers; an old schema found
+// then still gets its own ERROR and /readyz reason, and a later network
+// error takes that reason back.
+func TestUnreachedSaysSchemaAfterAnotherError(t *testing.T) {
+	var logs strings.Builder
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	ready := obs.NewReadiness(prometheus.NewRegistry(), "test")
+	h := newHealth(logger, ready, "postgres", "not reached yet")
+	ctx := context.Background()
+
+	h.unreached(ctx, errors.New("connection refused"))
+	h.unreached(ctx, fmt.Errorf("probe: %w", &store.SchemaError{Have: 0, Want: 7}))
+	h.unreached(ctx, &store.SchemaError{Have: 0, Want: 7})
+	if n := strings.Count(logs.String(), "schema is older than this build"); n != 1 {
+		t.Fatalf("the schema ERROR logged %d times, want once after the refused connection:\n%s", n, logs.String())
+	}
+	if err := ready.Check(); err == nil || !strings.Contains(err.Error(), "run `ingestor migrate`") {
+		t.Fatalf("readiness %v, want the schema's reason", err)
+	}
+	h.unreached(ctx, errors.New("connection refused"))
+	if err := ready.Check(); err == nil || !strings.Contains(err.Error(), "not reached yet") {
+		t.Fatalf("readiness %v after a network error, want the initial reason back", err)
 	}
 }

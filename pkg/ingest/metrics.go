@@ -29,7 +29,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		success: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "route_passport_ingest_success_total",
-			Help: "Input records written to the database (passport upserted, outbox rows present).",
+			Help: "Input records written to the database (passport upserted; its outbox rows written when the route is new).",
 		}),
 		failure: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "route_passport_ingest_failure_total",

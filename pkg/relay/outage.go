@@ -24,11 +24,11 @@ func (r *Relay) confirmOutage(ctx context.Context, cause error) error {
 		return nil
 	}
 	if ctx.Err() != nil {
-		// The caller is gone: a stalled batch whose reports came (its
-		// context ends with it) or a stopping relay. A probe cut short
-		// says nothing of the cluster; taking it for an outage gave the
-		// leases back over a slow link whenever a batch's reports came
-		// while its stall probe still waited for an answer.
+		// The caller is gone: a stalled batch whose reports came while
+		// the probe waited (its context ends with it), or a stopping
+		// relay. The reports are the answer the probe was for; taking
+		// the probe's failure for an outage gave the leases back over a
+		// slow link whenever a batch ended while its stall probe waited.
 		return err
 	}
 	r.kafkaDown.Store(true)
@@ -110,9 +110,13 @@ func (r *Relay) probe(ctx context.Context, inOutage bool) {
 // would otherwise fail every probe and keep the relay out of work for good.
 func (r *Relay) probeCluster(ctx context.Context) error {
 	start := time.Now()
-	err := r.pub.Probe(ctx, "", r.patience.Wait())
+	wait := r.patience.Wait()
+	err := r.pub.Probe(ctx, "", wait)
 	if err != nil {
-		if ctx.Err() == nil {
+		// A metadata request runs its whole wait whatever ctx does: one
+		// that ran out of it is a miss even if ctx ended meanwhile; one
+		// refused before it started (ctx already done) is not.
+		if ctx.Err() == nil || time.Since(start) >= wait {
 			r.patience.Missed()
 		}
 		return err

@@ -193,6 +193,7 @@ func TestStallProbeCutByTheBatchIsNoOutage(t *testing.T) {
 	t.Parallel()
 	ob := &fakeOutbox{}
 	cfg := Config{PublishTimeout: 2 * time.Second, LockTimeout: 20 * time.Second}
+	probed := make(chan struct{})
 	pub := &fakePublisher{
 		publish: func(_ context.Context, msgs []record.Record) []error {
 			time.Sleep(cfg.WithDefaults().stallAfter() + 300*time.Millisecond) // reports come late, but come
@@ -205,11 +206,28 @@ func TestStallProbeCutByTheBatchIsNoOutage(t *testing.T) {
 	}
 	r := newTestRelay(t, ob, pub, cfg)
 	r.kafkaDown.Store(false)
+	// The relay's own confirmation of the stall, to know when it is done.
+	r.pub = probeDone{pub, probed}
 	r.process(context.Background(), testRows(2), time.Now(), trace.SpanContext{})
-	require.Eventually(t, func() bool { pub.mu.Lock(); defer pub.mu.Unlock(); return pub.probes == 1 }, time.Second, 10*time.Millisecond, "the stalled batch was probed")
-	time.Sleep(200 * time.Millisecond) // the cut probe returns
+	select {
+	case <-probed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stalled batch was not probed")
+	}
+	time.Sleep(50 * time.Millisecond) // confirmOutage's few statements after the probe
 	require.False(t, r.kafkaDown.Load(), "a probe cut by the batch's end is no outage")
 	require.Len(t, ob.published, 2)
+}
+
+// probeDone closes done when a probe returns.
+type probeDone struct {
+	*fakePublisher
+	done chan struct{}
+}
+
+func (p probeDone) Probe(ctx context.Context, topic string, timeout time.Duration) error {
+	defer close(p.done)
+	return p.fakePublisher.Probe(ctx, topic, timeout)
 }
 
 // TestBadHeadersChargeOnlyTheirRow: a row whose headers did not decode is

@@ -148,15 +148,17 @@ type FailureGroup struct {
 }
 
 // estimateRowsSQL estimates the table's rows: the statistics system's live
-// tuples (n_live_tup, kept current by every insert and delete) once it has
-// seen the table written since its statistics were last reset; else the
-// planner's estimate, reltuples (kept by autovacuum and ANALYZE) scaled to
-// the table's current size. reltuples alone lags: after retention deleted
-// 200,000 rows and 50,000 were published, it said 5. NULL when neither
-// knows (never vacuumed or analyzed, no writes seen).
+// tuples (n_live_tup: set by each vacuum or analyze, then kept current by
+// every insert and delete) when a vacuum or analyze has set it since the
+// statistics were last reset (a reset, crash recovery or a promoted standby
+// starts it from 0, and then it counts only the rows written since: 20 of
+// 4,020); else the planner's estimate, reltuples (kept by autovacuum and
+// ANALYZE) scaled to the table's current size. reltuples alone lags: after
+// retention deleted 200,000 rows and 50,000 were published, it said 5.
+// NULL when neither knows (never vacuumed or analyzed).
 const estimateRowsSQL = `
 select case
-    when s.n_tup_ins + s.n_tup_upd + s.n_tup_del > 0 then s.n_live_tup
+    when coalesce(s.last_vacuum, s.last_autovacuum, s.last_analyze, s.last_autoanalyze) is not null then s.n_live_tup
     when c.reltuples < 0 then null
     when c.relpages = 0 then c.reltuples::bigint
     else (c.reltuples / c.relpages * (pg_relation_size(c.oid) / current_setting('block_size')::bigint))::bigint

@@ -70,13 +70,14 @@ type WriteTx interface {
 //
 // It upserts the passports of accepted by route_id (last write wins,
 // updated_at = statement_timestamp(), created_at kept), inserts the two
-// outbox rows of each route that has none yet, and notifies
-// [NotifyChannel].
+// outbox rows of each route the write inserts (a route already in
+// route_passports gets none, even after retention deleted its events: see
+// writeSQL), and notifies [NotifyChannel].
 //
 // accepted are in input order and may name a route more than once: the
-// route's row gets the last record, while the outbox rows (inserted only
-// when absent) get the first one's events, exactly as if the records had
-// been written one transaction each.
+// route's row gets the last record, while the outbox rows get the first
+// one's events, exactly as if the records had been written one
+// transaction each.
 //
 // Rows are sent as arrays and expanded with unnest, in route_id order, so
 // that concurrent writers take row locks in the same order.
@@ -174,7 +175,9 @@ func (s *Passports) queue(b *pgx.Batch, accepted []passport.Accepted) (int, erro
 // transaction's). A concurrent writer of the same new route waits for the
 // first one's commit and then updates, so one of them inserts the events.
 // The foreign key is checked at the end of the statement, after the CTE's
-// inserts.
+// inserts. The join also drops an event whose route is not in the write at
+// all (the foreign key refused such a write before): passport.Events gives
+// each event its passport's route id, which is what makes that impossible.
 const writeSQL = `
 with up as (
 insert into route_passports (

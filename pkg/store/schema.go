@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/tern/v2/migrate"
 
 	"github.com/pcp/route-processing/db"
 )
@@ -23,36 +23,43 @@ func (e *SchemaError) Error() string {
 	return fmt.Sprintf("database schema is at version %d, this build needs %d: run `ingestor migrate` (the chart's migration Job does)", e.Have, e.Want)
 }
 
-// SchemaVersion is the number of migrations this build carries: the schema
-// version `ingestor migrate` brings a database to.
-func SchemaVersion() int {
-	entries, err := fs.ReadDir(db.Migrations, "migrations")
+// SchemaVersion is the schema version `ingestor migrate` brings a database
+// to: the number of migrations this build carries, found as tern finds
+// them.
+func SchemaVersion() (int, error) {
+	sub, err := fs.Sub(db.Migrations, "migrations")
 	if err != nil {
-		panic(fmt.Sprintf("embedded migrations: %v", err)) // built into the binary
+		return 0, fmt.Errorf("open migrations: %w", err)
 	}
-	n := 0
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".sql") {
-			n++
-		}
+	paths, err := migrate.FindMigrations(sub)
+	if err != nil {
+		return 0, fmt.Errorf("find migrations: %w", err)
 	}
-	return n
+	return len(paths), nil
 }
 
 // checkSchema returns a *SchemaError when the database's schema is older
 // than SchemaVersion (a newer one is a later release's, which keeps this
-// one's tables: migrations stay backward compatible).
+// one's tables: migrations stay backward compatible). A role that may not
+// read the version table (SQLSTATE 42501: the migrations ran as another
+// owner) cannot tell; that is not held against it: the writes will say.
 func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
-	var have int
-	err := pool.QueryRow(ctx, `select coalesce(max(version), 0) from `+VersionTable).Scan(&have)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table: never migrated
-		have, err = 0, nil
-	}
+	want, err := SchemaVersion()
 	if err != nil {
+		return err
+	}
+	var have int
+	err = pool.QueryRow(ctx, `select coalesce(max(version), 0) from `+VersionTable).Scan(&have)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table: never migrated
+		have = 0
+	case errors.As(err, &pgErr) && pgErr.Code == "42501": // insufficient_privilege
+		return nil
+	case err != nil:
 		return fmt.Errorf("read the schema version: %w", err)
 	}
-	if want := SchemaVersion(); have < want {
+	if have < want {
 		return &SchemaError{Have: have, Want: want}
 	}
 	return nil
