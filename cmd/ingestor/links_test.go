@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -21,10 +19,8 @@ import (
 func TestFrozenBrokerIsReflectedInReadiness(t *testing.T) {
 	t.Parallel()
 	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 1})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testenv.FreeAddr()
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
 	env := []string{
 		"DATABASE_URL=" + testenv.DatabaseURL(t),
 		"KAFKA_BOOTSTRAP_SERVERS=" + broker.Addr(),
@@ -36,15 +32,7 @@ func TestFrozenBrokerIsReflectedInReadiness(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, nil, env, io.Discard, &stderr) }()
 	t.Cleanup(cancel)
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := func(path string) (int, string) { return httpGet(addr, path) }
 	require.Eventually(t, func() bool { c, _ := get("/readyz"); return c == 200 }, 60*time.Second, 50*time.Millisecond,
 		"ready with PostgreSQL and the broker up")
 	_, metrics := get("/metrics")

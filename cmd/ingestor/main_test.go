@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -95,10 +94,8 @@ func TestMigrateTwice(t *testing.T) {
 // ready), and never logs the database password.
 func TestServesHealthAndMetricsWithOnlyRequiredVariables(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testenv.FreeAddr()
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
 
 	env := []string{
 		"DATABASE_URL=postgres://pcp:s3cret-pw@127.0.0.1:1/db?connect_timeout=1",
@@ -110,15 +107,7 @@ func TestServesHealthAndMetricsWithOnlyRequiredVariables(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, nil, env, io.Discard, &stderr) }()
 
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := func(path string) (int, string) { return httpGet(addr, path) }
 	require.Eventually(t, func() bool { c, _ := get("/healthz"); return c == 200 }, 10*time.Second, 50*time.Millisecond)
 	code, body := get("/metrics")
 	require.Equal(t, 200, code)
@@ -141,4 +130,16 @@ func TestServesHealthAndMetricsWithOnlyRequiredVariables(t *testing.T) {
 		t.Fatal("ingestor did not stop within 30 s of cancellation")
 	}
 	require.NotContains(t, stderr.String(), "s3cret-pw")
+}
+
+// httpGet fetches path from the process's HTTP server at addr: the status
+// and body, or 0 and the error when nothing answers.
+func httpGet(addr, path string) (int, string) {
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -23,10 +22,8 @@ func TestUnmigratedDatabaseSaysToMigrate(t *testing.T) {
 	t.Parallel()
 	url := testenv.EmptyDatabaseURL(t)
 	bootstrap := testenv.KafkaBootstrap(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testenv.FreeAddr()
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
 	env := []string{
 		"DATABASE_URL=" + url,
 		"KAFKA_BOOTSTRAP_SERVERS=" + bootstrap,
@@ -38,15 +35,7 @@ func TestUnmigratedDatabaseSaysToMigrate(t *testing.T) {
 	var stderr testenv.SyncBuffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, nil, env, io.Discard, &stderr) }()
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := func(path string) (int, string) { return httpGet(addr, path) }
 
 	require.Eventually(t, func() bool {
 		return strings.Contains(stderr.String(), "the database schema is older than this build")
