@@ -294,8 +294,11 @@ func TestRunRelayPublishes(t *testing.T) {
 	require.Len(t, testenv.Consume(t, bootstrap, topic, 2, 30*time.Second), 2)
 	require.Eventually(t, func() bool { return relaytest.Count(t, pool, outbox.StatusPublished) == 2 }, 10*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { code, _ := get("http://" + addr + "/readyz"); return code == 200 }, 10*time.Second, 20*time.Millisecond)
-	_, body := get("http://" + addr + "/metrics")
-	require.Contains(t, body, "route_passport_outbox_published_total 2")
+	// Counted after the commit that marked the rows.
+	require.Eventually(t, func() bool {
+		_, body := get("http://" + addr + "/metrics")
+		return strings.Contains(body, "route_passport_outbox_published_total 2")
+	}, 10*time.Second, 20*time.Millisecond)
 
 	stopAt := time.Now()
 	cancel()

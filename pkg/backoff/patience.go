@@ -1,6 +1,8 @@
 package backoff
 
 import (
+	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 )
@@ -51,4 +53,22 @@ func (p *Patience) Missed() {
 	if p.misses.Load() < 32 {
 		p.misses.Add(1)
 	}
+}
+
+// Run runs probe bounded by Wait and records how it went: a success counts
+// its time, running out of the wait is a miss, and an error before that
+// (connection refused, a server's error) is neither: it says nothing of how
+// slow the link is.
+func (p *Patience) Run(ctx context.Context, probe func(context.Context) error) error {
+	pctx, cancel := context.WithTimeout(ctx, p.Wait())
+	defer cancel()
+	start := time.Now()
+	err := probe(pctx)
+	switch {
+	case err == nil:
+		p.Answered(time.Since(start))
+	case ctx.Err() == nil && errors.Is(pctx.Err(), context.DeadlineExceeded):
+		p.Missed()
+	}
+	return err
 }

@@ -1,6 +1,8 @@
 package backoff
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -63,4 +65,56 @@ func TestPatienceConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestPatienceRun: a probe that runs out of its wait is a miss (the next
+// waits twice as long), one refused at once is not, and a success resets
+// the misses and counts its time.
+func TestPatienceRun(t *testing.T) {
+	p := NewPatience(20*time.Millisecond, time.Second)
+	hang := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	refused := errors.New("connection refused")
+	wantWait := func(want time.Duration, why string) {
+		t.Helper()
+		if got := p.Wait(); got.Round(10*time.Millisecond) != want {
+			t.Fatalf("%s: wait %s, want %s", why, got, want)
+		}
+	}
+
+	start := time.Now()
+	if err := p.Run(context.Background(), hang); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("hung probe: %v, want its deadline", err)
+	}
+	if took := time.Since(start); took < 20*time.Millisecond {
+		t.Fatalf("hung probe cut after %s, before its wait of 20ms", took)
+	}
+	wantWait(40*time.Millisecond, "a miss doubles the wait")
+
+	if err := p.Run(context.Background(), func(context.Context) error { return refused }); err != refused {
+		t.Fatalf("refused probe: %v", err)
+	}
+	wantWait(40*time.Millisecond, "an error before the wait ran out is no miss")
+
+	var given time.Duration
+	if err := p.Run(context.Background(), func(ctx context.Context) error {
+		d, _ := ctx.Deadline()
+		given = time.Until(d)
+		time.Sleep(30 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if given < 35*time.Millisecond || given > 40*time.Millisecond {
+		t.Fatalf("the probe after a miss had %s, want the doubled 40ms", given)
+	}
+	// Four times the usual answer (30 ms and what a loaded machine adds).
+	answered := p.Wait()
+	if answered < 120*time.Millisecond || answered > 400*time.Millisecond {
+		t.Fatalf("after an answer in 30ms: wait %s, want four times it (no misses left)", answered)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = p.Run(ctx, hang)
+	wantWait(answered.Round(10*time.Millisecond), "a probe its caller cut is no miss")
 }

@@ -99,8 +99,9 @@ type Relay struct {
 	claimsTimedOut atomic.Int32
 	// lastDelivery is when a batch last had a row delivered (unix nanos).
 	lastDelivery atomic.Int64
-	// patience is how long a probe of the cluster waits for its answer.
-	patience *backoff.Patience
+	// patience is how long a probe of the cluster waits for its answer,
+	// dbPatience the same for the database (watchWrite).
+	patience, dbPatience *backoff.Patience
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
@@ -123,15 +124,16 @@ func New(logger *slog.Logger, outbox Outbox, pub Publisher, cfg Config) (*Relay,
 	}
 	cfg = cfg.WithDefaults()
 	r := &Relay{
-		logger:   logger.With("component", "relay"),
-		outbox:   withWatermark(outbox, cfg),
-		pub:      pub,
-		cfg:      cfg,
-		m:        newMetrics(cfg.Registerer),
-		outage:   make(chan struct{}, 1),
-		relisten: make(chan struct{}, 1),
-		rng:      rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
-		patience: backoff.NewPatience(cfg.probeTimeout(), cfg.probeWaitMax()),
+		logger:     logger.With("component", "relay"),
+		outbox:     withWatermark(outbox, cfg),
+		pub:        pub,
+		cfg:        cfg,
+		m:          newMetrics(cfg.Registerer),
+		outage:     make(chan struct{}, 1),
+		relisten:   make(chan struct{}, 1),
+		rng:        rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		patience:   backoff.NewPatience(cfg.probeTimeout(), cfg.probeWaitMax()),
+		dbPatience: backoff.NewPatience(min(cfg.DBTimeout, dbProbeWait), dbProbeWaitMax),
 	}
 	r.indexes, _ = outbox.(IndexStore)
 	r.notifier, _ = outbox.(Notifier)

@@ -307,15 +307,20 @@ func TestRelayThreeRelays(t *testing.T) {
 	require.Zero(t, dups, "eventIds published more than once")
 	require.Len(t, seen, 10_000)
 
-	total, took := 0.0, 0
-	for i, rr := range relays {
-		n := rr.metric(t, "route_passport_outbox_published_total")
-		t.Logf("relay %d published %.0f", i, n)
-		total += n
-		if n > 0 {
-			took++
+	// Each relay counts a batch after the commit that marked it.
+	var total float64
+	var took int
+	eventually(t, 5*time.Second, "publishes counted", func() bool {
+		total, took = 0, 0
+		for _, rr := range relays {
+			n := rr.metric(t, "route_passport_outbox_published_total")
+			total += n
+			if n > 0 {
+				took++
+			}
 		}
-	}
+		return total == 10_000
+	})
 	require.Equal(t, 10_000.0, total)
 	require.GreaterOrEqual(t, took, 2, "the relays shared the work")
 }
@@ -404,7 +409,10 @@ func TestRelayPause(t *testing.T) {
 		// claims honour the flag at once (checked below).
 		eventually(t, 10*poll, fmt.Sprintf("relay %d paused gauge", i), func() bool { return rr.metric(t, "route_passport_outbox_paused") == 1 })
 		require.Equal(t, http.StatusOK, rr.readyz(t), "relay %d stays ready while paused", i)
-		require.Contains(t, rr.logs.String(), `reason="test incident" by=test since=`, "relay %d says why and by whom it is paused", i)
+		// The line follows the gauge.
+		eventually(t, 5*time.Second, fmt.Sprintf("relay %d says why and by whom it is paused", i), func() bool {
+			return strings.Contains(rr.logs.String(), `reason="test incident" by=test since=`)
+		})
 	}
 	time.Sleep(4 * poll)
 	var last time.Time
@@ -540,8 +548,10 @@ func TestRelayRetentionAndGauges(t *testing.T) {
 		return n == 0
 	})
 	require.Equal(t, outbox.StatusFailed, relaytest.Get(t, b.pool, rows[1].ID).Status, "FAILED rows are kept")
+	// The refresh time is set after the gauges it dates.
 	eventually(t, 5*time.Second, "pending gauges", func() bool {
-		return rr.metric(t, "route_passport_outbox_pending") == 1 && rr.metric(t, "route_passport_outbox_oldest_pending_age_seconds") >= 90
+		return rr.metric(t, "route_passport_outbox_pending") == 1 && rr.metric(t, "route_passport_outbox_oldest_pending_age_seconds") >= 90 &&
+			rr.metric(t, "route_passport_outbox_pending_refreshed_timestamp_seconds") > 0
 	})
 	refreshed := time.Unix(int64(rr.metric(t, "route_passport_outbox_pending_refreshed_timestamp_seconds")), 0)
 	require.WithinDuration(t, time.Now(), refreshed, 5*time.Second, "the pending gauges' refresh time")
@@ -630,11 +640,15 @@ func TestRelayTableHealthGauges(t *testing.T) {
 	require.NoError(t, tx.QueryRow(ctx, `select count(*) from route_passport_outbox`).Scan(&n)) // takes the snapshot
 
 	rr := b.start(t, relay.Config{StatsInterval: 200 * time.Millisecond})
-	eventually(t, 20*time.Second, "the held snapshot's age exported", func() bool {
-		return rr.metric(t, "route_passport_db_oldest_xact_age_seconds") >= 1
+	// One refresh sets the age, then the table's size, then (after a query
+	// of its own) exports the rebuilds counter.
+	var rebuilds float64
+	eventually(t, 20*time.Second, "the held snapshot's age, the table's size and the rebuilds exported", func() bool {
+		var ok bool
+		rebuilds, ok = rr.lookup(t, "route_passport_outbox_index_rebuilds_total")
+		return ok && rr.metric(t, "route_passport_db_oldest_xact_age_seconds") >= 1 && rr.metric(t, "route_passport_outbox_table_bytes") > 0
 	})
-	require.Positive(t, rr.metric(t, "route_passport_outbox_table_bytes"))
-	require.Zero(t, rr.metric(t, "route_passport_outbox_index_rebuilds_total"), "exported at 0 before any rebuild")
+	require.Zero(t, rebuilds, "exported at 0 before any rebuild")
 	require.NoError(t, tx.Rollback(ctx))
 	eventually(t, 20*time.Second, "the age drops once the snapshot is gone", func() bool {
 		return rr.metric(t, "route_passport_db_oldest_xact_age_seconds") < 1

@@ -147,6 +147,16 @@ func (rr *runningRelay) readyz(t testing.TB) int {
 // metric returns the value of a counter or gauge without labels.
 func (rr *runningRelay) metric(t testing.TB, name string) float64 {
 	t.Helper()
+	v, ok := rr.lookup(t, name)
+	if !ok {
+		t.Fatalf("metric %s not found", name)
+	}
+	return v
+}
+
+// lookup is metric for a series that may not exist yet.
+func (rr *runningRelay) lookup(t testing.TB, name string) (float64, bool) {
+	t.Helper()
 	mfs, err := rr.reg.Gather()
 	require.NoError(t, err)
 	for _, mf := range mfs {
@@ -155,12 +165,11 @@ func (rr *runningRelay) metric(t testing.TB, name string) float64 {
 		}
 		m := mf.GetMetric()[0]
 		if c := m.GetCounter(); c != nil {
-			return c.GetValue()
+			return c.GetValue(), true
 		}
-		return m.GetGauge().GetValue()
+		return m.GetGauge().GetValue(), true
 	}
-	t.Fatalf("metric %s not found", name)
-	return 0
+	return 0, false
 }
 
 // arrivals consumes topics from the start and reports each record with the

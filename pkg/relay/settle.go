@@ -208,19 +208,12 @@ func (r *Relay) retryDB(ctx context.Context, deadline time.Time, op string, fn f
 // returns the function that ends the watch.
 func (r *Relay) watchWrite(ctx context.Context, op string, cut context.CancelFunc) (stop func()) {
 	every := min(r.cfg.DBTimeout/2, time.Second)
-	// A probe may take up to DBTimeout, at most probeWaitMax: a hung link
-	// shows within every + probeWaitMax (3 s with the defaults) of the
-	// call's start, and a link that adds 700 ms to each round trip still
-	// answers in time.
-	wait := min(r.cfg.DBTimeout, probeWaitMax)
 	start := time.Now()
 	var mu sync.Mutex
 	stopped := false
 	var t *time.Timer
 	probe := func() {
-		pctx, cancel := context.WithTimeout(ctx, wait)
-		err := r.probeDB(pctx)
-		cancel()
+		err := r.dbPatience.Run(ctx, r.probeDB)
 		mu.Lock()
 		defer mu.Unlock()
 		if stopped || ctx.Err() != nil {
@@ -247,11 +240,20 @@ func (r *Relay) watchWrite(ctx context.Context, op string, cut context.CancelFun
 	}
 }
 
-// probeWaitMax bounds a database probe of a running call (watchWrite): one
-// query, and the pool's ping of a connection idle for a second, two round
-// trips; at 1.5 s a link 700 ms slow per reply kept the relay not ready in
-// three polls of four (pkg/e2e pg-slow-link).
-const probeWaitMax = 2 * time.Second
+// A database probe of a running call (watchWrite, r.dbPatience) waits
+// DBTimeout, at most dbProbeWait, while answers come fast: a hung link
+// shows within a second and that (3 s with the defaults) of the call's
+// start. It is one query and the pool's ping of a connection idle for a
+// second, two round trips; at 1.5 s a link 700 ms slow per reply kept the
+// relay not ready in three polls of four (pkg/e2e pg-slow-link). On a
+// slower link the wait grows up to dbProbeWaitMax: a probe that runs out
+// of its wait loses its connection (pgx closes a connection whose query
+// it cancels), and the next one pays for a new connection, so a fixed wait
+// below the link's round trips failed every probe after the first.
+const (
+	dbProbeWait    = 2 * time.Second
+	dbProbeWaitMax = 5 * time.Second
+)
 
 // probeDB is watchWrite's probe: the database answers, and no call of the
 // relay is stuck behind a lock, in one round trip (store's Stuck: its

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/tern/v2/migrate"
@@ -49,7 +50,8 @@ func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
 		return err
 	}
 	var have int
-	err = pool.QueryRow(ctx, `select coalesce(max(version), 0) from `+VersionTable).Scan(&have)
+	// The simple protocol: one round trip on a new connection (see stuck).
+	err = pool.QueryRow(ctx, `select coalesce(max(version), 0) from `+VersionTable, pgx.QueryExecModeSimpleProtocol).Scan(&have)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table: never migrated

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -25,7 +26,10 @@ func (o *Outbox) Stuck(ctx context.Context) error { return stuck(ctx, o.pool) }
 
 func stuck(ctx context.Context, pool *pgxpool.Pool) error {
 	var n int
-	if err := pool.QueryRow(ctx, stuckSQL).Scan(&n); err != nil {
+	// The simple protocol: one round trip even on a new connection, where
+	// the cached-statement mode would prepare first (a probe on a link
+	// 700 ms slow per reply then ran out of its wait).
+	if err := pool.QueryRow(ctx, stuckSQL, pgx.QueryExecModeSimpleProtocol).Scan(&n); err != nil {
 		return fmt.Errorf("look for stuck calls: %w", err)
 	}
 	if n > 0 {
