@@ -55,19 +55,45 @@ func (p *Patience) Missed() {
 	}
 }
 
+// Forgive clears the misses; what the link's usual answer takes is kept.
+func (p *Patience) Forgive() { p.misses.Store(0) }
+
+// Worked records a call to the dependency (not a probe) that worked in
+// took. An outage is over: its misses must not lengthen the next probe,
+// and neither must a probe that waited through it and was answered after
+// it ended (the first such answer set the usual one to seconds, and the
+// next hung link showed 3 s later than the first), so the usual answer is
+// taken to be no slower than took. On a slow link took is slow too.
+func (p *Patience) Worked(took time.Duration) {
+	p.misses.Store(0)
+	for {
+		old := p.usual.Load()
+		if old <= int64(took) || p.usual.CompareAndSwap(old, int64(took)) {
+			return
+		}
+	}
+}
+
 // Run runs probe bounded by Wait and records how it went: a success counts
-// its time, running out of the wait is a miss, and an error before that
-// (connection refused, a server's error) is neither: it says nothing of how
-// slow the link is.
+// its time, and running out of the wait is a miss: ctx's deadline passed,
+// or the probe gave up by itself within the last twentieth of its wait (a
+// Kafka metadata request is bounded by a whole number of milliseconds no
+// later than the deadline, so it returns its own timeout error just
+// before). An error sooner than that (connection refused, a server's
+// error) is neither: it says nothing of how slow the link is; nor is a
+// probe its caller cut short.
 func (p *Patience) Run(ctx context.Context, probe func(context.Context) error) error {
-	pctx, cancel := context.WithTimeout(ctx, p.Wait())
+	wait := p.Wait()
+	pctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	start := time.Now()
 	err := probe(pctx)
+	took := time.Since(start)
 	switch {
 	case err == nil:
-		p.Answered(time.Since(start))
-	case ctx.Err() == nil && errors.Is(pctx.Err(), context.DeadlineExceeded):
+		p.Answered(took)
+	case ctx.Err() != nil:
+	case errors.Is(pctx.Err(), context.DeadlineExceeded), took >= wait-wait/20:
 		p.Missed()
 	}
 	return err

@@ -67,9 +67,11 @@ func TestPatienceConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
-// TestPatienceRun: a probe that runs out of its wait is a miss (the next
-// waits twice as long), one refused at once is not, and a success resets
-// the misses and counts its time.
+// TestPatienceRun: a probe that runs out of its wait, or gives up by itself
+// just before (a Kafka metadata request), is a miss and the next waits
+// twice as long; one refused at once is not, nor one whose caller's own
+// deadline came first; a success resets the misses and counts its time;
+// Forgive clears the misses and keeps the usual answer.
 func TestPatienceRun(t *testing.T) {
 	p := NewPatience(20*time.Millisecond, time.Second)
 	hang := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
@@ -95,6 +97,25 @@ func TestPatienceRun(t *testing.T) {
 	}
 	wantWait(40*time.Millisecond, "an error before the wait ran out is no miss")
 
+	callerDeadline, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	_ = p.Run(callerDeadline, hang)
+	cancel()
+	wantWait(40*time.Millisecond, "a probe its caller's deadline cut is no miss")
+
+	timedOut := errors.New("Local: Timed out")
+	if err := p.Run(context.Background(), func(ctx context.Context) error {
+		d, _ := ctx.Deadline()
+		time.Sleep(time.Until(d) - time.Millisecond) // its own bound, rounded down
+		return timedOut
+	}); err != timedOut {
+		t.Fatalf("self-bounded probe: %v", err)
+	}
+	wantWait(80*time.Millisecond, "a probe that gave up by itself at the end of its wait is a miss")
+
+	p.Forgive()
+	wantWait(20*time.Millisecond, "Forgive clears the misses")
+	p.Missed()
+
 	var given time.Duration
 	if err := p.Run(context.Background(), func(ctx context.Context) error {
 		d, _ := ctx.Deadline()
@@ -112,9 +133,9 @@ func TestPatienceRun(t *testing.T) {
 	if answered < 120*time.Millisecond || answered > 400*time.Millisecond {
 		t.Fatalf("after an answer in 30ms: wait %s, want four times it (no misses left)", answered)
 	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_ = p.Run(ctx, hang)
-	wantWait(answered.Round(10*time.Millisecond), "a probe its caller cut is no miss")
+	p.Missed()
+	p.Forgive()
+	if got := p.Wait(); got != answered {
+		t.Fatalf("Forgive after a miss: wait %s, want the usual answer's %s kept", got, answered)
+	}
 }

@@ -76,7 +76,8 @@
 //     write stuck behind a table lock or an idle transaction is found by
 //     the probe, see probeDB). While the database is down
 //     it is pinged every 250ms, and each successful ping ends the retries'
-//     backoff sleep, so writing resumes within a tick of its return; while
+//     backoff sleep, so writing resumes within a tick of its return (at
+//     worst the rest of a probe's wait, see probeTimeout); while
 //     it is up, a call outstanding for a second triggers a ping, whose
 //     failure reports the outage before the call's own timeout (health.go).
 //   - one record rejected (store.KindRecord): the batch is split in halves

@@ -142,13 +142,18 @@ func (h *health) fail(ctx context.Context, err error) {
 // 5 s), long before the call's own timeout.
 //
 // probeTimeout is a probe's wait while answers come fast. On a slow link
-// the wait grows (backoff.Patience, up to probeWaitMax): a probe that runs
-// out of its wait loses its connection (pgx closes a connection whose
-// query it cancels), the next one pays for a new connection, and with a
-// fixed 2 s a link 700 ms slow per reply failed every probe after the
-// first for good: the ingestor stayed paused until the test gave up
-// (pkg/e2e pg-slow-link). A hung link on a slow one then shows within
-// stallAfter+probeTick+probeWaitMax.
+// the wait grows (backoff.Patience, up to probeWaitMax: four times the
+// usual answer, and, while the dependency is down, twice as long after
+// each probe without one; see probeUp): a probe that runs out of its wait
+// loses its connection (pgx closes a connection whose query it cancels),
+// the next one pays for a new connection, and with a fixed 2 s a link
+// 700 ms slow per reply failed every probe after the first for good: the
+// ingestor stayed paused until the test gave up (pkg/e2e pg-slow-link). A
+// hung link on a slow one then shows within
+// stallAfter+probeTick+probeWaitMax. The price: after an outage where the
+// network dropped the bytes of the probe in flight (not Toxiproxy's, which
+// closes its connections when healed), writing resumes up to probeWaitMax
+// after the dependency's return instead of probeTimeout.
 //
 // A dependency that is up and idle (no call outstanding) is probed every
 // idleProbeEvery with the cheap probe, if it has one: with no input nothing
@@ -316,7 +321,7 @@ func (in *Ingestor) watch(ctx context.Context, h *health, probe, idleProbe func(
 			h.okIf(ctx, noWorker)
 		case h.calls.oldest() >= stall:
 			began := time.Now()
-			err := h.patience.Run(ctx, probe)
+			err := h.probeUp(ctx, probe)
 			// The stalled call is still outstanding, or ended in an error
 			// (its own bound) while the probe waited: a probe may take as
 			// long as the call had left.
@@ -326,7 +331,7 @@ func (in *Ingestor) watch(ctx context.Context, h *health, probe, idleProbe func(
 			}
 		case idleProbe != nil && h.calls.oldest() == 0 && time.Since(lastIdle) >= idleProbeEvery:
 			lastIdle = time.Now()
-			if err := h.patience.Run(ctx, idleProbe); err == nil || ctx.Err() != nil {
+			if err := h.probeUp(ctx, idleProbe); err == nil || ctx.Err() != nil {
 				idleFailed = 0
 			} else if idleFailed++; idleFailed >= 2 {
 				// Two in a row: one slow ping on a loaded machine is not
@@ -340,6 +345,17 @@ func (in *Ingestor) watch(ctx context.Context, h *health, probe, idleProbe func(
 			return
 		}
 	}
+}
+
+// probeUp runs a probe of a dependency that is up. Its misses decide
+// whether the dependency is down, not how long the next probe waits: they
+// are forgiven first, so that an idle ingestor's second probe, or the
+// stall after an outage, waits as long as the first (a hung link shows as
+// soon as on a link that never failed). Misses lengthen the waits only
+// while the dependency is down: that is how its probes learn a slow link.
+func (h *health) probeUp(ctx context.Context, probe func(context.Context) error) error {
+	h.patience.Forgive()
+	return h.patience.Run(ctx, probe)
 }
 
 // pings reports whether the database answers a ping within the wait of

@@ -192,9 +192,12 @@ func (in *Ingestor) dbCall(ctx context.Context, bound time.Duration, fn func(con
 	cctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	id := in.dbHealth.calls.start(cancel)
+	start := time.Now()
 	err := fn(cctx)
 	if err != nil {
 		in.dbHealth.calls.failed()
+	} else {
+		in.dbHealth.patience.Worked(time.Since(start))
 	}
 	if cut := in.dbHealth.calls.end(id); cut && err != nil && ctx.Err() == nil {
 		return fmt.Errorf("database call cut short (sent while the database did not answer; it answers again): %v", err)

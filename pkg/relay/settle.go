@@ -242,14 +242,16 @@ func (r *Relay) watchWrite(ctx context.Context, op string, cut context.CancelFun
 
 // A database probe of a running call (watchWrite, r.dbPatience) waits
 // DBTimeout, at most dbProbeWait, while answers come fast: a hung link
-// shows within a second and that (3 s with the defaults) of the call's
-// start. It is one query and the pool's ping of a connection idle for a
-// second, two round trips; at 1.5 s a link 700 ms slow per reply kept the
-// relay not ready in three polls of four (pkg/e2e pg-slow-link). On a
-// slower link the wait grows up to dbProbeWaitMax: a probe that runs out
-// of its wait loses its connection (pgx closes a connection whose query
-// it cancels), and the next one pays for a new connection, so a fixed wait
-// below the link's round trips failed every probe after the first.
+// shows within 3 s of the call's start with the defaults (1 s before the
+// probe, 2 s for it). It is one query and the pool's ping of a connection
+// idle for a second, two round trips; at 1.5 s a link 700 ms slow per
+// reply kept the relay not ready in three polls of four (pkg/e2e
+// pg-slow-link). On a slower link the wait grows up to dbProbeWaitMax
+// (four times the usual answer, twice as long after each probe in a row
+// without one, until a claim succeeds): a probe that runs out of its wait
+// loses its connection (pgx closes a connection whose query it cancels),
+// and the next one pays for a new connection, so a fixed wait below the
+// link's round trips failed every probe after the first.
 const (
 	dbProbeWait    = 2 * time.Second
 	dbProbeWaitMax = 5 * time.Second

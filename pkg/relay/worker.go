@@ -38,6 +38,7 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 			slot.sleep(ctx, r.cfg.PollInterval)
 			continue
 		}
+		claimStart := time.Now()
 		rows, more, claimSpan, err := r.claim(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -54,6 +55,7 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 		}
 		claimed := time.Now()
 		dbWait.Reset()
+		r.dbPatience.Worked(claimed.Sub(claimStart))
 		if !r.dbUp.Load() {
 			r.dbUp.Store(true)
 			if r.dbDown.Swap(false) {
