@@ -40,12 +40,17 @@ func (p *Patience) Wait() time.Duration {
 // Answered records a probe answered after took.
 func (p *Patience) Answered(took time.Duration) {
 	p.misses.Store(0)
-	old := p.usual.Load()
-	if old == 0 {
-		p.usual.Store(int64(took))
-		return
+	took = max(took, 1) // 0 means "no answer yet"
+	for {
+		old := p.usual.Load()
+		next := int64(took)
+		if old != 0 {
+			next = old + (int64(took)-old)/4
+		}
+		if p.usual.CompareAndSwap(old, next) {
+			return
+		}
 	}
-	p.usual.Store(old + (int64(took)-old)/4)
 }
 
 // Missed records a probe that got no answer.
@@ -60,15 +65,18 @@ func (p *Patience) Forgive() { p.misses.Store(0) }
 
 // Worked records a call to the dependency (not a probe) that worked in
 // took. An outage is over: its misses must not lengthen the next probe,
-// and neither must a probe that waited through it and was answered after
-// it ended (the first such answer set the usual one to seconds, and the
-// next hung link showed 3 s later than the first), so the usual answer is
-// taken to be no slower than took. On a slow link took is slow too.
+// and neither must a probe begun during it and answered after it (its
+// answer took seconds; as the first answer it set the relay's usual one,
+// and the next blackhole showed 3 s later than the first), so the usual
+// answer is taken to be no slower than twice took: a probe is about two
+// round trips (the pool's ping of an idle connection, and the query), a
+// warm call one. On a slow link took is slow too, and the wait stays long.
 func (p *Patience) Worked(took time.Duration) {
 	p.misses.Store(0)
+	bound := int64(max(2*took, 1))
 	for {
 		old := p.usual.Load()
-		if old <= int64(took) || p.usual.CompareAndSwap(old, int64(took)) {
+		if old <= bound || p.usual.CompareAndSwap(old, bound) {
 			return
 		}
 	}
@@ -79,9 +87,10 @@ func (p *Patience) Worked(took time.Duration) {
 // or the probe gave up by itself within the last twentieth of its wait (a
 // Kafka metadata request is bounded by a whole number of milliseconds no
 // later than the deadline, so it returns its own timeout error just
-// before). An error sooner than that (connection refused, a server's
-// error) is neither: it says nothing of how slow the link is; nor is a
-// probe its caller cut short.
+// before; an answer that is an error arriving that late counts as a miss
+// too, which costs no more than a longer next wait). An error sooner than
+// that (connection refused, a server's error) is neither: it says nothing
+// of how slow the link is; nor is a probe its caller cut short.
 func (p *Patience) Run(ctx context.Context, probe func(context.Context) error) error {
 	wait := p.Wait()
 	pctx, cancel := context.WithTimeout(ctx, wait)

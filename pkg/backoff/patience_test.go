@@ -102,16 +102,6 @@ func TestPatienceRun(t *testing.T) {
 	cancel()
 	wantWait(40*time.Millisecond, "a probe its caller's deadline cut is no miss")
 
-	timedOut := errors.New("Local: Timed out")
-	if err := p.Run(context.Background(), func(ctx context.Context) error {
-		d, _ := ctx.Deadline()
-		time.Sleep(time.Until(d) - time.Millisecond) // its own bound, rounded down
-		return timedOut
-	}); err != timedOut {
-		t.Fatalf("self-bounded probe: %v", err)
-	}
-	wantWait(80*time.Millisecond, "a probe that gave up by itself at the end of its wait is a miss")
-
 	p.Forgive()
 	wantWait(20*time.Millisecond, "Forgive clears the misses")
 	p.Missed()
@@ -137,5 +127,58 @@ func TestPatienceRun(t *testing.T) {
 	p.Forgive()
 	if got := p.Wait(); got != answered {
 		t.Fatalf("Forgive after a miss: wait %s, want the usual answer's %s kept", got, answered)
+	}
+}
+
+// TestPatienceRunSelfBounded: a probe bounded by itself (a Kafka metadata
+// request: whole milliseconds, no later than the deadline) that gives up
+// just before its wait ends is a miss.
+func TestPatienceRunSelfBounded(t *testing.T) {
+	p := NewPatience(200*time.Millisecond, time.Second)
+	timedOut := errors.New("Local: Timed out")
+	if err := p.Run(context.Background(), func(ctx context.Context) error {
+		d, _ := ctx.Deadline()
+		time.Sleep(time.Until(d) - 5*time.Millisecond)
+		return timedOut
+	}); err != timedOut {
+		t.Fatalf("self-bounded probe: %v", err)
+	}
+	if got := p.Wait(); got != 400*time.Millisecond {
+		t.Fatalf("after a probe that gave up by itself at the end of its wait: wait %s, want the doubled 400ms", got)
+	}
+}
+
+// TestPatienceWorked: a call that worked clears the misses and brings a
+// usual answer learned from a slow probe down to twice its own time, never
+// up; with no answer yet the usual one stays unknown.
+func TestPatienceWorked(t *testing.T) {
+	p := NewPatience(2*time.Second, 5*time.Second)
+	p.Worked(time.Second)
+	if got := p.Wait(); got != 2*time.Second {
+		t.Fatalf("Worked before any answer: wait %s, want the minimum (no usual answer made up)", got)
+	}
+	p.Answered(4 * time.Second) // a probe that waited through an outage
+	p.Missed()
+	if got := p.Wait(); got != 5*time.Second {
+		t.Fatalf("after a 4-s answer and a miss: wait %s, want the cap", got)
+	}
+	p.Worked(10 * time.Millisecond)
+	if got := p.Wait(); got != 2*time.Second {
+		t.Fatalf("after a call that worked in 10ms: wait %s, want the minimum", got)
+	}
+	p.Answered(time.Second) // usual: 20ms + (1s-20ms)/4 = 265ms
+	before := p.Wait()
+	p.Worked(time.Second)
+	if got := p.Wait(); got != before {
+		t.Fatalf("a slower call raised the wait: %s, was %s", got, before)
+	}
+
+	// A link 700 ms slow per reply: a probe (two round trips) answers in
+	// 1.4 s, a warm call (one) works in 0.7 s and must not cut the wait.
+	slow := NewPatience(2*time.Second, 5*time.Second)
+	slow.Answered(1400 * time.Millisecond)
+	slow.Worked(700 * time.Millisecond)
+	if got := slow.Wait(); got != 5*time.Second {
+		t.Fatalf("on a slow link a call of one round trip cut the probes' wait to %s, want 5s (4 × 1.4 s, capped)", got)
 	}
 }

@@ -423,9 +423,9 @@ func TestFakePausedPartitionReassigned(t *testing.T) {
 	c.add(1, values(t, 20)...)
 	s := newFakeStore()
 	s.setFail(func([]passport.Accepted) error { return errDown })
-	// The database answers once (nothing is consumed before it did),
-	// then the outage begins with the first write.
-	s.setPingFail(failAfterFirst())
+	// The outage begins with the first write (the probe before it reads
+	// the schema, which the fake answers).
+	s.setPingFail(func() error { return errDown })
 	startFake(t, c, s, &fakeDLQ{})
 
 	require.Eventually(t, func() bool { return c.isPaused(0) && c.isPaused(1) }, 10*time.Second, 5*time.Millisecond, "paused by the outage")
@@ -451,9 +451,9 @@ func TestFakeAssignedDuringOutage(t *testing.T) {
 	c.add(1, values(t, 20)...)
 	s := newFakeStore()
 	s.setFail(func([]passport.Accepted) error { return errDown })
-	// The database answers once (nothing is consumed before it did),
-	// then the outage begins with the first write.
-	s.setPingFail(failAfterFirst())
+	// The outage begins with the first write (the probe before it reads
+	// the schema, which the fake answers).
+	s.setPingFail(func() error { return errDown })
 	startFake(t, c, s, &fakeDLQ{})
 	require.Eventually(t, func() bool { return c.isPaused(0) }, 10*time.Second, 5*time.Millisecond, "paused by the outage")
 	c.queueAssign(1)
@@ -487,9 +487,9 @@ func TestFakeReadOnlyDatabaseStaysNotReady(t *testing.T) {
 	s := newFakeStore()
 	readOnly := &pgconn.PgError{Code: "25006", Message: "cannot execute INSERT in a read-only transaction"}
 	s.setFail(func([]passport.Accepted) error { return readOnly })
-	// Pings fail after the first (nothing is consumed before the database
-	// answered once), so that the probe pings often (backoff).
-	s.setPingFail(failAfterFirst())
+	// Pings fail too, so that the probe pings often (backoff); the probe
+	// before the first batch reads the schema, which the fake answers.
+	s.setPingFail(func() error { return errDown })
 	d := &fakeDLQ{}
 	r := startFake(t, c, s, d)
 
@@ -562,11 +562,12 @@ func TestFakeOutageFailuresDoNotSplitASpan(t *testing.T) {
 	down.Store(true)
 	var whileDown, afterUp atomic.Int32
 	errDown := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
-	// The first ping answers: nothing is consumed before the database
-	// answered once.
-	var pinged atomic.Bool
+	// Pings fail while it is down. The probe before the first batch reads
+	// the schema (the fake's answers), so consumption starts; a free
+	// first ping answer here once went to the writer, which then took the
+	// database for one that answers and split the span.
 	s.setPingFail(func() error {
-		if down.Load() && pinged.Swap(true) {
+		if down.Load() {
 			return errDown
 		}
 		return nil
@@ -759,15 +760,4 @@ func TestFakeBatchMaxWait(t *testing.T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	require.Equal(t, []int{3}, s.counts, "the batch waited and took all three")
-}
-
-// failAfterFirst is a ping that answers once, then fails with errDown.
-func failAfterFirst() func() error {
-	var pinged atomic.Bool
-	return func() error {
-		if pinged.Swap(true) {
-			return errDown
-		}
-		return nil
-	}
 }

@@ -353,6 +353,8 @@ func (in *Ingestor) watch(ctx context.Context, h *health, probe, idleProbe func(
 // stall after an outage, waits as long as the first (a hung link shows as
 // soon as on a link that never failed). Misses lengthen the waits only
 // while the dependency is down: that is how its probes learn a slow link.
+// So a link that turns slow while the ingestor is idle costs one outage
+// (two idle probes miss at the same wait) before the down probes learn it.
 func (h *health) probeUp(ctx context.Context, probe func(context.Context) error) error {
 	h.patience.Forgive()
 	return h.patience.Run(ctx, probe)

@@ -142,7 +142,7 @@ func TestRelayPostgresBlackhole(t *testing.T) {
 	eventually(t, 20*time.Second, "every row published after the second blackhole", func() bool { return relaytest.Count(t, direct, outbox.StatusPublished) == 12 })
 	t.Logf("figures: pg blackhole 10s (DBTimeout %s): not ready after %.2fs, all published %.2fs after the heal, attempts 0, failed 0; a second blackhole: not ready after %.2fs",
 		relay.DefaultDBTimeout, notReady.Seconds(), flowing.Seconds(), notReadyAgain.Seconds())
-	require.Less(t, notReadyAgain, notReady+2*time.Second, "the second blackhole shows as soon as the first")
+	require.Less(t, notReadyAgain, 5*time.Second, "the second blackhole shows within 5 s too (issue 11)")
 }
 
 // TestRelayBlackholeDuringSlowClaim: the link goes dark while a claim that
