@@ -33,7 +33,8 @@
 //   - end-to-end latency, input produced → output record consumed, at a
 //     steady 1,000 and 4,000 passports/s for 30 s each with both binaries
 //     running, and the latency budget: the binaries' stage histograms
-//     (route_passport_stage_seconds) over the run, plus the last hop;
+//     (route_passport_stage_seconds) over the run, plus the last hop; the
+//     runs write into recycled WAL segments (wal.go);
 //   - the time to drain a 200,000-row backlog;
 //
 // and, in the same run, what bounds each figure:

@@ -46,6 +46,9 @@ func (b *bench) eachRate(deadline time.Time, fn func(run, rate int, s *latencySe
 // latencyPhase runs, per repetition, every rate of cfg.e2eRates, each on a
 // fresh database and topics with both binaries started anew.
 func (b *bench) latencyPhase(deadline time.Time) seriesResults {
+	if err := b.recycleWAL(); err != nil {
+		return seriesResults{errs: []string{err.Error()}}
+	}
 	return b.eachRate(deadline, func(run, rate int, s *latencySeries) error {
 		say("bench: latency run %d/%d: %d passports/s for %s, both binaries running ...", run+1, b.cfg.runs, rate, b.cfg.e2eFor)
 		if err := b.latencyRun(run, rate, s); err != nil {
