@@ -21,7 +21,8 @@ const walSegments = 48
 // BENCH_ONLY=latency it would not. Measured with BENCH_ONLY=latency at
 // 1,000/s, one run per fresh cluster, alternating (2026-12-04): p99 median
 // 212 ms over seven runs with recycled WAL against 336 ms over seven
-// without, p50 37 ms both.
+// without, p50 37 ms both (an eighth with recycled WAL, left out, began
+// 4.6 s behind after an episode in its warm-up).
 //
 // Switching segments fills them (a switch writes nothing unless WAL was
 // written since the previous one); the checkpoint then recycles them.
