@@ -18,11 +18,9 @@ const walSegments = 48
 // every commit waiting meanwhile. On a fresh cluster that is a new segment
 // every 1.2 s at 1,000 passports/s. A full make bench reaches the latency
 // phase with WAL that the earlier phases' checkpoints recycled; with
-// BENCH_ONLY=latency it would not. Measured with BENCH_ONLY=latency at
-// 1,000/s, one run per fresh cluster, alternating (2026-12-04): p99 median
-// 212 ms over seven runs with recycled WAL against 336 ms over seven
-// without, p50 37 ms both (an eighth with recycled WAL, left out, began
-// 4.6 s behind after an episode in its warm-up).
+// BENCH_ONLY=latency it would not. With it, no segment file is created
+// during the runs; the effect on the p99 is below the machine's noise
+// (README, Benchmarks).
 //
 // Switching segments fills them (a switch writes nothing unless WAL was
 // written since the previous one); the checkpoint then recycles them.
