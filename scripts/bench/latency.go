@@ -99,6 +99,7 @@ func (b *bench) latencyRun(run, rate int, r *latencySeries) error {
 	// pending row, at their worst during the run.
 	var maxLag int64
 	var maxPendingAge float64
+	var shape batchShape
 	stopWatch := make(chan struct{})
 	watched := make(chan struct{})
 	var obs observation
@@ -122,6 +123,8 @@ func (b *bench) latencyRun(run, rate int, r *latencySeries) error {
 			s = b.startSampler(db, procs)
 			go func() {
 				defer close(watched)
+				shapeAt := time.Now()
+				shape.sample(ing)
 				for {
 					select {
 					case <-stopWatch:
@@ -142,6 +145,10 @@ func (b *bench) latencyRun(run, rate int, r *latencySeries) error {
 					}
 					if age, ok := rel.Metric("route_passport_outbox_oldest_pending_age_seconds"); ok {
 						maxPendingAge = max(maxPendingAge, age)
+					}
+					if time.Since(shapeAt) >= time.Second {
+						shapeAt = time.Now()
+						shape.sample(ing)
 					}
 				}
 			}()
@@ -177,7 +184,7 @@ func (b *bench) latencyRun(run, rate int, r *latencySeries) error {
 	if len(slow) == 0 {
 		slow = []string{"none"}
 	}
-	r.slow = append(r.slow, fmt.Sprintf("run %d at %s/s: checkpoints %d; worst input lag %d records; worst oldest-pending-row age %.2f s; seconds with a latency over 100 ms (send second:worst): %s",
-		run+1, groupDigits(int64(rate)), ckpt1-ckpt0, maxLag, maxPendingAge, strings.Join(slow, " ")))
+	r.slow = append(r.slow, fmt.Sprintf("run %d at %s/s: checkpoints %d; worst input lag %d records; worst oldest-pending-row age %.2f s; %s; seconds with a latency over 100 ms (send second:worst): %s",
+		run+1, groupDigits(int64(rate)), ckpt1-ckpt0, maxLag, maxPendingAge, &shape, strings.Join(slow, " ")))
 	return nil
 }

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/pcp/route-processing/pkg/e2e"
+)
+
+// batchShape follows the ingestor's transactions second by second during a
+// latency run: how many, and how many passports each on average. Its
+// largest second shows the episodes that make the p99 at 1,000/s: the
+// ingestor works off a backlog in a few large transactions, each as slow as
+// its size (README, Benchmarks).
+type batchShape struct {
+	count, sum float64 // the last sample of the batch-size histogram
+	seen       bool
+	seconds    []shapeSecond
+}
+
+// shapeSecond is one second's transactions and the passports they wrote.
+type shapeSecond struct{ txs, passports float64 }
+
+func (s shapeSecond) mean() float64 { return s.passports / s.txs }
+
+// sample reads the ingestor's batch-size histogram; called once a second,
+// it adds the second since the previous sample (one without a transaction
+// is left out).
+func (b *batchShape) sample(ing *e2e.Proc) {
+	count, ok1 := ing.Metric("route_passport_ingest_batch_size_count")
+	sum, ok2 := ing.Metric("route_passport_ingest_batch_size_sum")
+	if !ok1 || !ok2 {
+		return
+	}
+	if b.seen && count > b.count {
+		b.seconds = append(b.seconds, shapeSecond{txs: count - b.count, passports: sum - b.sum})
+	}
+	b.count, b.sum, b.seen = count, sum, true
+}
+
+func (b *batchShape) String() string {
+	if len(b.seconds) == 0 {
+		return "ingest transactions: none seen"
+	}
+	byMean := slices.Clone(b.seconds)
+	slices.SortFunc(byMean, func(x, y shapeSecond) int {
+		switch {
+		case x.mean() < y.mean():
+			return -1
+		case x.mean() > y.mean():
+			return 1
+		}
+		return 0
+	})
+	typical, largest := byMean[len(byMean)/2], byMean[len(byMean)-1]
+	return fmt.Sprintf("ingest transactions in a second: typically %.0f of %.1f passports each, at their largest %.0f of %.0f",
+		typical.txs, typical.mean(), largest.txs, largest.mean())
+}
