@@ -291,6 +291,25 @@ func (p *Proc) Metric(name string, match ...string) (float64, bool) {
 	return parseMetric(body, name, match...)
 }
 
+// Metrics reads several unlabelled (or summed) metrics from one scrape, so
+// that related series (a histogram's _count and _sum) are of one instant;
+// ok is false when the scrape failed or a name was missing.
+func (p *Proc) Metrics(names ...string) (values []float64, ok bool) {
+	code, body := p.get("/metrics")
+	if code != http.StatusOK {
+		return nil, false
+	}
+	values = make([]float64, len(names))
+	for i, name := range names {
+		v, found := parseMetric(body, name)
+		if !found {
+			return nil, false
+		}
+		values[i] = v
+	}
+	return values, true
+}
+
 func parseMetric(body, name string, match ...string) (float64, bool) {
 	var sum float64
 	found := false

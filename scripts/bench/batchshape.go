@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/pcp/route-processing/pkg/e2e"
 )
@@ -14,28 +15,30 @@ import (
 // its size (README, Benchmarks).
 type batchShape struct {
 	count, sum float64 // the last sample of the batch-size histogram
-	seen       bool
+	at         time.Time
 	seconds    []shapeSecond
 }
 
-// shapeSecond is one second's transactions and the passports they wrote.
+// shapeSecond is one interval's transactions and the passports they wrote,
+// per second.
 type shapeSecond struct{ txs, passports float64 }
 
 func (s shapeSecond) mean() float64 { return s.passports / s.txs }
 
-// sample reads the ingestor's batch-size histogram; called once a second,
-// it adds the second since the previous sample (one without a transaction
-// is left out).
-func (b *batchShape) sample(ing *e2e.Proc) {
-	count, ok1 := ing.Metric("route_passport_ingest_batch_size_count")
-	sum, ok2 := ing.Metric("route_passport_ingest_batch_size_sum")
-	if !ok1 || !ok2 {
+// sample reads the ingestor's batch-size histogram (its _count and _sum
+// from one scrape) and adds the interval since the previous sample, taken
+// per second (the caller samples about once a second, later when the
+// machine stalls); an interval without a transaction is left out.
+func (b *batchShape) sample(ing *e2e.Proc, now time.Time) {
+	v, ok := ing.Metrics("route_passport_ingest_batch_size_count", "route_passport_ingest_batch_size_sum")
+	if !ok {
 		return
 	}
-	if b.seen && count > b.count {
-		b.seconds = append(b.seconds, shapeSecond{txs: count - b.count, passports: sum - b.sum})
+	count, sum := v[0], v[1]
+	if el := now.Sub(b.at).Seconds(); !b.at.IsZero() && count > b.count && el > 0 {
+		b.seconds = append(b.seconds, shapeSecond{txs: (count - b.count) / el, passports: (sum - b.sum) / el})
 	}
-	b.count, b.sum, b.seen = count, sum, true
+	b.count, b.sum, b.at = count, sum, now
 }
 
 func (b *batchShape) String() string {

@@ -7,8 +7,9 @@ import (
 )
 
 // walSegments is how many WAL segments (16 MB each) the bench has
-// PostgreSQL prepare before the latency runs: more than a run writes
-// (about 13 MB of WAL per second at 1,000 passports/s, 2026-12-04).
+// PostgreSQL prepare before the latency runs: more than a run at 1,000
+// passports/s writes (about 13 MB of WAL a second, 2026-12-04). A run at
+// 4,000/s writes more and checkpoints within the run anyway.
 const walSegments = 48
 
 // recycleWAL leaves the cluster's WAL as a server in its steady state has
@@ -19,30 +20,33 @@ const walSegments = 48
 // every 1.2 s at 1,000 passports/s. A full make bench reaches the latency
 // phase with WAL that the earlier phases' checkpoints recycled; with
 // BENCH_ONLY=latency it would not. With it, no segment file is created
-// during the runs; the effect on the p99 is below the machine's noise
-// (README, Benchmarks).
+// during the runs at 1,000/s; the effect on their p99 is below the
+// machine's noise (README, Benchmarks).
 //
 // Switching segments fills them (a switch writes nothing unless WAL was
 // written since the previous one); the checkpoint then recycles them.
 func (b *bench) recycleWAL() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := b.admin.Exec(ctx, `create table if not exists bench_wal_fill (n int)`); err != nil {
-		return fmt.Errorf("fill WAL: %w", err)
+	exec := func(q string) error {
+		if _, err := b.admin.Exec(ctx, q); err != nil {
+			return fmt.Errorf("prepare WAL: %s: %w", q, err)
+		}
+		return nil
+	}
+	if err := exec(`create table if not exists bench_wal_fill (n int)`); err != nil {
+		return err
 	}
 	for i := 0; i < walSegments; i++ {
-		if _, err := b.admin.Exec(ctx, `insert into bench_wal_fill values (1)`); err != nil {
-			return fmt.Errorf("fill WAL: %w", err)
+		if err := exec(`insert into bench_wal_fill values (1)`); err != nil {
+			return err
 		}
-		if _, err := b.admin.Exec(ctx, `select pg_switch_wal()`); err != nil {
-			return fmt.Errorf("fill WAL: %w", err)
+		if err := exec(`select pg_switch_wal()`); err != nil {
+			return err
 		}
 	}
-	if _, err := b.admin.Exec(ctx, `drop table bench_wal_fill`); err != nil {
-		return fmt.Errorf("fill WAL: %w", err)
+	if err := exec(`drop table bench_wal_fill`); err != nil {
+		return err
 	}
-	if _, err := b.admin.Exec(ctx, `checkpoint`); err != nil {
-		return fmt.Errorf("checkpoint after filling WAL: %w", err)
-	}
-	return nil
+	return exec(`checkpoint`)
 }
