@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -235,34 +233,10 @@ func TestReader(t *testing.T) {
 // operator's Ctrl-C stops a tool promptly.
 func TestReaderRequestsEndSoonAfterCancel(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c) // held open, never answered
-			mu.Unlock()
-		}
-	}()
-	defer func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	}()
+	port, _ := silentBroker(t)
 
 	r, err := NewReader(slog.New(slog.NewTextHandler(io.Discard, nil)), ReaderConfig{
-		ClientConfig:   ClientConfig{BootstrapServers: ln.Addr().String(), ClientID: "reader-cancel-test"},
+		ClientConfig:   ClientConfig{BootstrapServers: fmt.Sprintf("127.0.0.1:%d", port), ClientID: "reader-cancel-test"},
 		RequestTimeout: 20 * time.Second,
 	})
 	require.NoError(t, err)
