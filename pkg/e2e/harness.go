@@ -406,11 +406,13 @@ type Producer struct {
 	produced int
 }
 
-// Landed is where an input record was written.
+// Landed is where an input record was written, and when its
+// acknowledgement arrived.
 type Landed struct {
 	Partition int32
 	Offset    int64
 	Index     int // the caller's index of the record
+	At        time.Time
 }
 
 // NewProducer returns a Producer to topic, closed at t's cleanup. opts are
@@ -453,7 +455,7 @@ func (p *Producer) Send(index int, key, value []byte) {
 			return
 		}
 		p.produced++
-		p.landed = append(p.landed, Landed{r.Partition, r.Offset, index})
+		p.landed = append(p.landed, Landed{r.Partition, r.Offset, index, time.Now()})
 	})
 }
 
@@ -474,6 +476,20 @@ func (p *Producer) Wait(timeout time.Duration) []Landed {
 		p.t.Fatalf("e2e: produce: %v", p.err)
 	}
 	return append([]Landed(nil), p.landed...)
+}
+
+// FirstLandedAfter is how long after from the first acknowledgement at or
+// after it arrived, or -1 if none did yet.
+func (p *Producer) FirstLandedAfter(from time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	first := time.Duration(-1)
+	for _, l := range p.landed {
+		if d := l.At.Sub(from); d >= 0 && (first < 0 || d < first) {
+			first = d
+		}
+	}
+	return first
 }
 
 // Stream produces the records at about rate per second (0: as fast as

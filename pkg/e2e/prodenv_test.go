@@ -303,9 +303,10 @@ func secs(d time.Duration) string {
 
 // logLine is the part of a JSON log line the checks read.
 type logLine struct {
-	Level string `json:"level"`
-	Msg   string `json:"msg"`
-	Err   string `json:"err"`
+	Time  time.Time `json:"time"`
+	Level string    `json:"level"`
+	Msg   string    `json:"msg"`
+	Err   string    `json:"err"`
 	size  int
 }
 
@@ -328,6 +329,17 @@ func logLines(p *Proc) []logLine {
 		}
 	}
 	return out
+}
+
+// firstLogged is how long after from the process first logged msg, or -1
+// if it did not.
+func firstLogged(p *Proc, msg string, from time.Time) time.Duration {
+	for _, l := range logLines(p) {
+		if l.Msg == msg && !l.Time.Before(from) {
+			return l.Time.Sub(from)
+		}
+	}
+	return -1
 }
 
 // repeatedProblems returns the WARN/ERROR messages logged more than limit

@@ -19,6 +19,13 @@ import (
 // whole assignment of every member on each rebalance).
 const AssignmentStrategy = "cooperative-sticky"
 
+// SessionTimeout is the consumer's default session.timeout.ms (see
+// NewConsumer for why 10 s). It also bounds how long the group may hold a
+// rejoining member after a broker outage longer than the session: the
+// coordinator can renew the lapsed membership from a heartbeat sent before
+// the outage and then waits for it to expire again.
+const SessionTimeout = 10 * time.Second
+
 // ConsumerConfig configures a group consumer of one topic.
 type ConsumerConfig struct {
 	ClientConfig
@@ -103,7 +110,7 @@ func NewConsumer(logger *slog.Logger, cfg ConsumerConfig) (*Consumer, error) {
 		// long GC pauses) measured 46 s in pkg/e2e ingestor-takeover; Go's
 		// collector pauses for microseconds and librdkafka heartbeats from
 		// a thread of its own (every 3 s), so 10 s, Kafka's earlier default.
-		"session.timeout.ms": 10000,
+		"session.timeout.ms": int(SessionTimeout.Milliseconds()),
 	}, consumerEnforced(cfg))
 	stopLogs := bridgeLogs(logger, m, "consumer")
 	c, err := kafka.NewConsumer(&m)
