@@ -3,9 +3,24 @@ package backoff
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 )
+
+// MissError is a probe that got no answer within its wait (Patience.Run).
+// The wait grows with a slow link's answers and with misses in a row, so it
+// says why an outage took as long as it did to show.
+type MissError struct {
+	Wait time.Duration
+	Err  error
+}
+
+func (e *MissError) Error() string {
+	return fmt.Sprintf("no answer within %s: %v", e.Wait.Round(time.Millisecond), e.Err)
+}
+
+func (e *MissError) Unwrap() error { return e.Err }
 
 // Patience is how long a probe waits for an answer: Min while answers come
 // fast, four times the usual answer once that is more (the usual answer
@@ -90,7 +105,8 @@ func (p *Patience) Worked(took time.Duration) {
 // before; an answer that is an error arriving that late counts as a miss
 // too, which costs no more than a longer next wait). An error sooner than
 // that (connection refused, a server's error) is neither: it says nothing
-// of how slow the link is; nor is a probe its caller cut short.
+// of how slow the link is; nor is a probe its caller cut short. A miss's
+// error is a *MissError.
 func (p *Patience) Run(ctx context.Context, probe func(context.Context) error) error {
 	wait := p.Wait()
 	pctx, cancel := context.WithTimeout(ctx, wait)
@@ -104,6 +120,7 @@ func (p *Patience) Run(ctx context.Context, probe func(context.Context) error) e
 	case ctx.Err() != nil:
 	case errors.Is(pctx.Err(), context.DeadlineExceeded), took >= wait-wait/20:
 		p.Missed()
+		return &MissError{Wait: wait, Err: err}
 	}
 	return err
 }

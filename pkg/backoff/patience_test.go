@@ -84,8 +84,13 @@ func TestPatienceRun(t *testing.T) {
 	}
 
 	start := time.Now()
-	if err := p.Run(context.Background(), hang); !errors.Is(err, context.DeadlineExceeded) {
+	err := p.Run(context.Background(), hang)
+	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("hung probe: %v, want its deadline", err)
+	}
+	var miss *MissError
+	if !errors.As(err, &miss) || miss.Wait != 20*time.Millisecond {
+		t.Fatalf("hung probe: %v, want a MissError naming the 20ms it waited", err)
 	}
 	if took := time.Since(start); took < 20*time.Millisecond {
 		t.Fatalf("hung probe cut after %s, before its wait of 20ms", took)
@@ -140,8 +145,8 @@ func TestPatienceRunSelfBounded(t *testing.T) {
 		d, _ := ctx.Deadline()
 		time.Sleep(time.Until(d) - 5*time.Millisecond)
 		return timedOut
-	}); err != timedOut {
-		t.Fatalf("self-bounded probe: %v", err)
+	}); !errors.Is(err, timedOut) || !errors.As(err, new(*MissError)) {
+		t.Fatalf("self-bounded probe: %v, want its own error as a miss", err)
 	}
 	if got := p.Wait(); got != 400*time.Millisecond {
 		t.Fatalf("after a probe that gave up by itself at the end of its wait: wait %s, want the doubled 400ms", got)

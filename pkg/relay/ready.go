@@ -3,9 +3,13 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"syscall"
+	"time"
+
+	"github.com/pcp/route-processing/pkg/backoff"
 )
 
 // setReady records component's state for /readyz: ready when reason is "".
@@ -34,9 +38,12 @@ func (r *Relay) setDBReady(during string, err error) {
 func dbSymptom(err error) string {
 	var coded interface{ SQLState() string }
 	var netErr net.Error
+	var miss *backoff.MissError
 	switch {
 	case err == nil:
 		return ""
+	case errors.As(err, &miss):
+		return fmt.Sprintf("no answer within %s", miss.Wait.Round(time.Millisecond))
 	case errors.Is(err, context.DeadlineExceeded):
 		return "no answer in time"
 	case errors.As(err, &coded) && (coded.SQLState() == "42P01" || coded.SQLState() == "42703"):

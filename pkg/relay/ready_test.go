@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pcp/route-processing/pkg/backoff"
 	"github.com/pcp/route-processing/pkg/store"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
@@ -48,6 +49,10 @@ func TestDBSymptomHidesConnectionDetails(t *testing.T) {
 		}
 	}
 	require.Equal(t, "", dbSymptom(nil))
+	// A probe that ran out of its wait says how long it waited: the wait
+	// grows on a slow link and after misses, and sets how soon an outage
+	// shows.
+	require.Equal(t, "no answer within 2s", dbSymptom(&backoff.MissError{Wait: 2 * time.Second, Err: context.DeadlineExceeded}))
 
 	// A database nobody migrated: the symptom says what to do.
 	pool, err := store.Open(ctx, testenv.EmptyDatabaseURL(t), "test")

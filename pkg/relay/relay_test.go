@@ -137,11 +137,19 @@ func testLinger(t testing.TB) time.Duration {
 
 func (rr *runningRelay) readyz(t testing.TB) int {
 	t.Helper()
+	code, _ := rr.readyzBody(t)
+	return code
+}
+
+// readyzBody is /readyz's status and body (the reasons when not ready).
+func (rr *runningRelay) readyzBody(t testing.TB) (int, string) {
+	t.Helper()
 	resp, err := http.Get(rr.http.URL + "/readyz")
 	require.NoError(t, err)
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, strings.TrimSpace(string(body))
 }
 
 // metric returns the value of a counter or gauge without labels.
