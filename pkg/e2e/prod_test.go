@@ -496,12 +496,18 @@ func testKafkaBlackhole(t *testing.T, bins Binaries) {
 	relayDown, relayPolls := m.notReady("relay", holed, healed)
 	relayFirst := m.firstNotReady("relay", holed, healed)
 	publishing := m.moving(true, healed)
+	// The input comes through the same link, so whatever is written
+	// first after the heal is the ingestor's recovery; like a broker
+	// freeze, the blackhole outlasts the consumer's session (see
+	// testBrokerFreezeRecovery).
+	regained := firstLogged(s.ingestor, "partitions assigned", healed)
+	writing := m.movingBeyond(false, healed, 0)
 	report(t, "kafka-blackhole", v.String(), fmt.Sprintf("blackhole=%s", hole),
 		fmt.Sprintf("written-during=%d published-during=%d", m.grew(false, holed.Add(time.Second), healed), m.grew(true, holed.Add(time.Second), healed)),
 		fmt.Sprintf("not-ready=ingestor:%d/%d,relay:%d/%d", ingDown, ingPolls, relayDown, relayPolls),
 		fmt.Sprintf("relay-not-ready-after=%s", secs(relayFirst)),
 		fmt.Sprintf("relay-retries=%.0f", retries),
-		fmt.Sprintf("publishing-after-heal=%s", secs(publishing)),
+		fmt.Sprintf("partitions-after-heal=%s writing-after-heal=%s publishing-after-heal=%s", secs(regained), secs(writing), secs(publishing)),
 		fmt.Sprintf("ready-after-heal=ingestor:%s,relay:%s", secs(m.readyAgain("ingestor", healed)), secs(m.readyAgain("relay", healed))),
 		exits(s),
 		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
