@@ -67,7 +67,14 @@ func (in *Ingestor) onRevoked(parts []int32, lost bool) {
 		in.metrics.dropLag(p)
 	}
 	in.ownedMu.Unlock()
-	in.logger.InfoContext(ctx, "partitions revoked", "partitions", parts, "lost", lost)
+	if lost {
+		// The coordinator may hold the rejoin until the lost session
+		// lapses once more (README, session.timeout.ms), so an operator
+		// who sees no "partitions assigned" at once knows why.
+		in.logger.InfoContext(ctx, "partitions lost with the group membership; rejoining, which the coordinator may hold for up to one session", "partitions", parts)
+		return
+	}
+	in.logger.InfoContext(ctx, "partitions revoked", "partitions", parts)
 }
 
 // busy reports whether any of parts has records in in-flight batches.
