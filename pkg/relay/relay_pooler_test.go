@@ -132,7 +132,14 @@ func TestRelayPostgresBlackhole(t *testing.T) {
 	// (a slow link looks the same at first); the claims since have
 	// answered, so the next probe waits as long as before the outage and
 	// the second blackhole shows as soon as the first (it took 6 s while
-	// the misses lingered).
+	// the misses lingered). "Since" takes a second of the idle relay's
+	// polls, each a claim that worked: begun at once, 0.3 s after the
+	// heal, the second blackhole showed after 6 s in two CI runs and in 1
+	// of 8 runs beside three CPU-bound loops, its probe waiting 5 s, what
+	// a probe sent into the first had taken to answer (backoff.Patience
+	// reads that as a slow link until a call that worked says otherwise);
+	// a second later, after 3.0-3.2 s in 12 of 12 runs beside the loops.
+	time.Sleep(time.Second)
 	proxy.Blackhole(t)
 	start = time.Now()
 	relaytest.MustInsert(t, direct, outbox.Event{Topic: topic})
