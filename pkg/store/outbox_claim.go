@@ -3,12 +3,14 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -148,7 +150,7 @@ func (o *Outbox) ClaimFrom(ctx context.Context, from time.Time, limit int, maxBy
 	token := uuid.New()
 	rows, err := o.pool.Query(ctx, claimSQL, limit, lease.Microseconds(), token.String(), maxBytes, lowerBound(from))
 	if err != nil {
-		o.releaseToken(ctx, token, from, lease)
+		o.releaseToken(ctx, token, from, lease, err)
 		return nil, false, fmt.Errorf("claim outbox rows: %w", err)
 	}
 	out := make([]outbox.Row, 0, min(limit, 1024))
@@ -158,7 +160,7 @@ func (o *Outbox) ClaimFrom(ctx context.Context, from time.Time, limit int, maxBy
 		r := outbox.Row{Token: token}
 		if err := rows.Scan(&r.ID, &r.RouteID, &r.EventType, &r.Topic, &r.Key, &r.Payload, &headers, &r.Attempts, &r.CreatedAt, &candidates); err != nil {
 			rows.Close()
-			o.releaseToken(ctx, token, from, lease)
+			o.releaseToken(ctx, token, from, lease, err)
 			return nil, false, fmt.Errorf("scan claimed outbox row: %w", err)
 		}
 		var m map[string]string
@@ -170,7 +172,7 @@ func (o *Outbox) ClaimFrom(ctx context.Context, from time.Time, limit int, maxBy
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		o.releaseToken(ctx, token, from, lease)
+		o.releaseToken(ctx, token, from, lease, err)
 		return nil, false, fmt.Errorf("claim outbox rows: %w", err)
 	}
 	// Oldest first, as claimed: UPDATE … RETURNING does not keep the CTE's
@@ -221,13 +223,33 @@ func (o *Outbox) PendingFloor(ctx context.Context, from time.Time, margin time.D
 	return floor, nil
 }
 
-// releaseToken gives back the leases of a failed claim. When that fails,
-// the token is remembered for later claims to give back: the claim may
-// still run on the server after the link heals.
-func (o *Outbox) releaseToken(ctx context.Context, token uuid.UUID, from time.Time, lease time.Duration) {
-	if err := o.giveBack(ctx, from, []uuid.UUID{token}); err != nil {
-		o.orphans.add(token, from, lease, time.Now())
+// releaseToken gives back the leases of a claim that failed with cause,
+// unless its statement cannot have leased anything (mayHaveRun), and
+// remembers the token for later claims to give back again, whether or not
+// this give-back worked: one that works may have run before the claim did.
+// A claim cut while it waits for a lock (an operator's LOCK TABLE) runs
+// the moment the lock goes unless pgx's cancel request reached the server
+// first, and the give-back, on another connection, does not wait for it.
+func (o *Outbox) releaseToken(ctx context.Context, token uuid.UUID, from time.Time, lease time.Duration, cause error) {
+	if !mayHaveRun(cause) {
+		return
 	}
+	givenBack := o.giveBack(ctx, from, []uuid.UUID{token}) == nil
+	o.orphans.add(token, from, lease, time.Now(), givenBack)
+}
+
+// mayHaveRun reports whether a claim that failed with err may have leased
+// rows on the server, then or later: not when it never left the client
+// (no connection, or pgconn.SafeToRetry), nor when the server answered it
+// with an error that ended the statement (its implicit transaction rolled
+// back). A FATAL one (the backend terminated) may come after the commit.
+func mayHaveRun(err error) bool {
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) || pgconn.SafeToRetry(err) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	return !errors.As(err, &pgErr) || pgErr.Severity == "FATAL" || pgErr.Severity == "PANIC"
 }
 
 // giveBack runs releaseTokensSQL on a context that outlives a cancelled

@@ -1,5 +1,12 @@
 package store
 
+import (
+	"maps"
+	"slices"
+
+	"github.com/google/uuid"
+)
+
 // The statements, for plan tests.
 const (
 	DeletePublishedSQL = deletePublishedSQL
@@ -8,3 +15,12 @@ const (
 	ReleaseSQL         = releaseSQL
 	PostponeSQL        = postponeSQL
 )
+
+// RememberedClaims returns the tokens of the failed claims o will give back
+// again (orphanedClaims): the test stands in for a claim statement that ran
+// on the server after its client gave up, which it cannot stage reliably.
+func RememberedClaims(o *Outbox) []uuid.UUID {
+	o.orphans.mu.Lock()
+	defer o.orphans.mu.Unlock()
+	return slices.Collect(maps.Keys(o.orphans.claims))
+}

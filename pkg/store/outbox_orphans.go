@@ -12,11 +12,12 @@ import (
 // the answer came after the client's timeout, or a link that held the bytes
 // delivered the statement once it healed. Its rows are then leased under a
 // token nobody holds. The give-back sent at once ([Outbox.releaseToken])
-// usually fails for the same reason, and those rows would wait a whole
-// lease (OUTBOX_LOCK_TIMEOUT, 60 s by default) before any relay may claim
-// them. orphanedClaims remembers such tokens and gives their leases back
-// again, before later claims, on a doubling schedule (250 ms, 500 ms, 1 s…)
-// that ends one lease after the failure.
+// usually fails for the same reason, or works but runs before the claim
+// does, and those rows would wait a whole lease (OUTBOX_LOCK_TIMEOUT, 60 s
+// by default) before any relay may claim them. orphanedClaims remembers
+// such tokens and gives their leases back again, before later claims, on a
+// doubling schedule (250 ms, 500 ms, 1 s…) that ends one lease after the
+// failure.
 //
 // Each give-back reads the PENDING index from the failed claim's lower
 // bound, which is costly on a database that is slow because a held
@@ -46,9 +47,10 @@ const (
 	maxOrphanedClaims = 64
 )
 
-// add remembers the token of a claim from from that failed and could not
-// be given back; it is due at once.
-func (c *orphanedClaims) add(token uuid.UUID, from time.Time, lease time.Duration, now time.Time) {
+// add remembers the token of a claim from from that failed; it is due at
+// once, or orphanFirstWait later when givenBack (the give-back sent at once
+// worked).
+func (c *orphanedClaims) add(token uuid.UUID, from time.Time, lease time.Duration, now time.Time, givenBack bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.claims == nil {
@@ -57,7 +59,11 @@ func (c *orphanedClaims) add(token uuid.UUID, from time.Time, lease time.Duratio
 	if len(c.claims) >= maxOrphanedClaims {
 		return
 	}
-	c.claims[token] = &orphan{from: from, next: now, wait: orphanFirstWait, until: now.Add(lease)}
+	o := &orphan{from: from, next: now, wait: orphanFirstWait, until: now.Add(lease)}
+	if givenBack {
+		o.next, o.wait = now.Add(orphanFirstWait), 2*orphanFirstWait
+	}
+	c.claims[token] = o
 }
 
 // take returns the tokens due at now and the lowest lower bound among

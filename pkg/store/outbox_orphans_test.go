@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -72,4 +73,53 @@ func leased(ctx context.Context, t *testing.T, pool *pgxpool.Pool) int {
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `select count(*) from route_passport_outbox where lock_token is not null`).Scan(&n))
 	return n
+}
+
+// TestOutboxClaimRunsAfterItsGiveBack: a claim cut while it waits for a
+// lock (here an operator's lock on the pause flag, which the give-back does
+// not read) is given back at once, and that give-back works, yet the claim
+// may still run: the moment the lock goes, if pgx's cancel request reaches
+// the server after that. Its rows would then wait a whole lease. The claim
+// is remembered and given back again by later claims, so its rows are
+// claimed again within a second. The cancel request usually wins the race,
+// so the test writes what the late statement would have: a lease under the
+// claim's token.
+func TestOutboxClaimRunsAfterItsGiveBack(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := testenv.DatabaseURL(t)
+	pool, err := store.Open(ctx, url, "test")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	ob := store.NewOutbox(pool)
+	relaytest.MustInsert(t, pool, outbox.Event{Topic: "t"})
+
+	op, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = op.Close(context.Background()) })
+	tx, err := op.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `lock table outbox_relay_control in access exclusive mode`)
+	require.NoError(t, err)
+	cut, stop := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, _, err = ob.Claim(cut, 10, 0, time.Minute)
+	stop()
+	require.Error(t, err, "a claim waiting for the lock, cut after 300 ms")
+	require.Zero(t, leased(ctx, t, pool), "nothing leased: the claim was cancelled on the server and the give-back found nothing")
+	tokens := store.RememberedClaims(ob)
+	require.Len(t, tokens, 1, "the cut claim is remembered although its give-back worked")
+
+	_, err = pool.Exec(ctx, `update route_passport_outbox set lock_token = $1::uuid, locked_until = now() + interval '1 minute'`, tokens[0].String())
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback(ctx))
+	start := time.Now()
+	var got []outbox.Row
+	for len(got) == 0 && time.Since(start) < 3*time.Second {
+		got, _, err = ob.Claim(ctx, 10, 0, time.Minute)
+		require.NoError(t, err)
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Len(t, got, 1, "the row the late claim leased is claimed again within 3 s, not after its 1 min lease")
+	t.Logf("figures: the row of a claim that ran after its give-back claimed again %.2fs later", time.Since(start).Seconds())
 }

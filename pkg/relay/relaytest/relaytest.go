@@ -6,6 +6,7 @@ package relaytest
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,4 +194,24 @@ func Count(t testing.TB, pool *pgxpool.Pool, status string) int {
 		t.Fatalf("relaytest: count: %v", err)
 	}
 	return n
+}
+
+// Describe lists the outbox rows, oldest first, with what a test that
+// waited in vain needs to tell why: status, attempts, and the lease as seen
+// from the database's clock.
+func Describe(t testing.TB, pool *pgxpool.Pool) string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+select format('%s %s attempts=%s lease=%s', id, status, attempts,
+              case when lock_token is null then 'none'
+                   else format('%s s left', round(extract(epoch from locked_until - now())::numeric, 2)) end)
+from route_passport_outbox order by created_at`)
+	if err != nil {
+		t.Fatalf("relaytest: describe outbox: %v", err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("relaytest: describe outbox: %v", err)
+	}
+	return strings.Join(lines, "; ")
 }
