@@ -62,7 +62,7 @@ func (b *batch) sort(r *Relay, i int, err error, ctxDone bool) {
 	case delivered:
 		r.lastDelivery.Store(time.Now().UnixNano())
 		b.ok = append(b.ok, b.rows[i].Lease())
-		age := time.Since(b.rows[i].CreatedAt).Seconds()
+		age := (b.rows[i].AgeAtClaim + time.Since(b.start)).Seconds()
 		r.m.ingestToPub.Observe(age)
 		r.m.stage.WithLabelValues(stageCreatedToPublished).Observe(age)
 	case giveBack:

@@ -119,13 +119,17 @@ func TestRowsFromBeforeTheListenerReconnectedAreNoMiss(t *testing.T) {
 
 	prevClaim := time.Now()
 	rows := testRows(1)
-	rows[0].CreatedAt = prevClaim.Add(time.Millisecond) // after the last claim, while nobody listened
+	created := prevClaim.Add(time.Millisecond) // after the last claim, while nobody listened
 	time.Sleep(5 * time.Millisecond)
 	r.Connected(ctx)
-	r.notePoll(ctx, prevClaim, rows)
+	claimed := time.Now()
+	rows[0].AgeAtClaim = claimed.Sub(created)
+	r.notePoll(ctx, prevClaim, claimed, rows)
 	require.NotEqual(t, modePoll, mode(), "rows from before the reconnect count as a miss")
 
-	rows[0].CreatedAt = time.Now().Add(time.Millisecond)
-	r.notePoll(ctx, prevClaim, rows)
+	time.Sleep(5 * time.Millisecond)
+	claimed = time.Now()
+	rows[0].AgeAtClaim = time.Millisecond // created after the reconnect
+	r.notePoll(ctx, prevClaim, claimed, rows)
 	require.Equal(t, modePoll, mode(), "a row created after the reconnect, never announced, is a miss")
 }

@@ -130,14 +130,16 @@ func (r *Relay) Notified() {
 
 // notePoll is told of each claim that a worker made after its poll timer
 // (not a wake) ended its sleep; prevClaim is when that worker's previous
-// claim returned. Rows created after prevClaim, with no notification since,
+// claim returned, claimed when this one did. Rows created after prevClaim
+// (by the relay's clock: the claim's time less the row's age by the
+// database's), with no notification since,
 // were never announced: behind PgBouncer in transaction mode LISTEN
 // succeeds and hears nothing. Rows due again after a retry are old and do
 // not count, nor do rows created before the listener's last (re)connect:
 // their notifications went while nobody listened (PostgreSQL restarted),
 // and counting them made every restart log that notifications do not
 // arrive.
-func (r *Relay) notePoll(ctx context.Context, prevClaim time.Time, rows []outbox.Row) {
+func (r *Relay) notePoll(ctx context.Context, prevClaim, claimed time.Time, rows []outbox.Row) {
 	if len(rows) == 0 || r.lastNotify.Load() > prevClaim.UnixNano() {
 		return
 	}
@@ -147,7 +149,7 @@ func (r *Relay) notePoll(ctx context.Context, prevClaim time.Time, rows []outbox
 	}
 	fresh := false
 	for i := range rows {
-		if rows[i].CreatedAt.After(since) {
+		if claimed.Add(-rows[i].AgeAtClaim).After(since) {
 			fresh = true
 			break
 		}

@@ -64,7 +64,7 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 			r.setReady("postgres", "")
 		}
 		if polled {
-			r.notePoll(ctx, prevClaim, rows)
+			r.notePoll(ctx, prevClaim, claimed, rows)
 		} else if !woke.IsZero() && len(rows) > 0 {
 			r.m.stage.WithLabelValues(stageNotifyToClaimed).Observe(claimed.Sub(woke).Seconds())
 		}
@@ -79,7 +79,7 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 		r.m.claimedRows.Observe(float64(len(rows)))
 		created := r.m.stage.WithLabelValues(stageCreatedToClaimed)
 		for i := range rows {
-			created.Observe(claimed.Sub(rows[i].CreatedAt).Seconds())
+			created.Observe(rows[i].AgeAtClaim.Seconds())
 		}
 		r.process(ctx, rows, claimed, claimSpan)
 		if len(rows) < r.cfg.BatchSize && !more {

@@ -104,7 +104,7 @@ set locked_until = now() + $2 * interval '1 microsecond',
 from kept
 where o.id = kept.id
 returning o.id, o.route_id, o.event_type, o.topic, o.message_key, o.payload, o.headers::text,
-          o.attempts, o.created_at, kept.candidates`
+          o.attempts, o.created_at, (extract(epoch from now() - o.created_at) * 1e6)::bigint, kept.candidates`
 
 // releaseTokensSQL gives back every lease of the claims with these tokens
 // that claimed from $2 on. Used only when a claim failed after its statement
@@ -154,11 +154,11 @@ func (o *Outbox) ClaimFrom(ctx context.Context, from time.Time, limit int, maxBy
 		return nil, false, fmt.Errorf("claim outbox rows: %w", err)
 	}
 	out := make([]outbox.Row, 0, min(limit, 1024))
-	var candidates int64
+	var candidates, ageMicros int64
 	var headers []byte
 	for rows.Next() {
 		r := outbox.Row{Token: token}
-		if err := rows.Scan(&r.ID, &r.RouteID, &r.EventType, &r.Topic, &r.Key, &r.Payload, &headers, &r.Attempts, &r.CreatedAt, &candidates); err != nil {
+		if err := rows.Scan(&r.ID, &r.RouteID, &r.EventType, &r.Topic, &r.Key, &r.Payload, &headers, &r.Attempts, &r.CreatedAt, &ageMicros, &candidates); err != nil {
 			rows.Close()
 			o.releaseToken(ctx, token, from, lease, err)
 			return nil, false, fmt.Errorf("scan claimed outbox row: %w", err)
@@ -169,6 +169,7 @@ func (o *Outbox) ClaimFrom(ctx context.Context, from time.Time, limit int, maxBy
 		} else {
 			r.Headers = outbox.OrderHeaders(m)
 		}
+		r.AgeAtClaim = time.Duration(ageMicros) * time.Microsecond
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {

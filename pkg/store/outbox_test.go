@@ -43,6 +43,22 @@ func leasesOf(rows []outbox.Row) []outbox.Lease {
 	return out
 }
 
+// TestOutboxClaimAgeByTheDatabasesClock: a claimed row's age is the
+// database's now() less its created_at, whatever the relay's clock says
+// (here a row 90 s old by the database's clock).
+func TestOutboxClaimAgeByTheDatabasesClock(t *testing.T) {
+	t.Parallel()
+	ctx, b := setupOutbox(t)
+	ins := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"})
+	_, err := b.pool.Exec(ctx, `update route_passport_outbox set created_at = now() - interval '90 seconds' where id = $1`, ins[0].ID)
+	require.NoError(t, err)
+	rows, err := claim(ctx, b, 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.GreaterOrEqual(t, rows[0].AgeAtClaim, 90*time.Second)
+	require.Less(t, rows[0].AgeAtClaim, 95*time.Second)
+}
+
 func TestOutboxClaim(t *testing.T) {
 	t.Parallel()
 
