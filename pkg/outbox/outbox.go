@@ -53,10 +53,12 @@ type Row struct {
 	HeadersError string
 	Attempts     int
 	CreatedAt    time.Time
-	// AgeAtClaim is how old the row was when it was claimed, by the
-	// database's clock (the one created_at is written with): the relay
-	// measures the rows' waits with it, so that its own clock, which may
-	// be off from the database's by more than the waits, does not enter.
+	// AgeAtClaim is how old the row was when its claim returned: its age
+	// at the claim statement's start by the database's clock (the one
+	// created_at is written with), plus what the claim took by the
+	// relay's. The relay measures the rows' waits with it, so that its own
+	// clock, which may be off from the database's by more than the waits,
+	// does not enter.
 	AgeAtClaim time.Duration
 	// Token is the lease token of the claim that returned the row.
 	Token uuid.UUID

@@ -148,6 +148,7 @@ func (o *Outbox) Claim(ctx context.Context, limit int, maxBytes int64, lease tim
 func (o *Outbox) ClaimFrom(ctx context.Context, from time.Time, limit int, maxBytes int64, lease time.Duration) (claimed []outbox.Row, more bool, err error) {
 	o.releaseOrphans(ctx)
 	token := uuid.New()
+	sent := time.Now()
 	rows, err := o.pool.Query(ctx, claimSQL, limit, lease.Microseconds(), token.String(), maxBytes, lowerBound(from))
 	if err != nil {
 		o.releaseToken(ctx, token, from, lease, err)
@@ -169,12 +170,16 @@ func (o *Outbox) ClaimFrom(ctx context.Context, from time.Time, limit int, maxBy
 		} else {
 			r.Headers = outbox.OrderHeaders(m)
 		}
-		r.AgeAtClaim = time.Duration(ageMicros) * time.Microsecond
+		r.AgeAtClaim = time.Duration(ageMicros) * time.Microsecond // at the statement's start
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
 		o.releaseToken(ctx, token, from, lease, err)
 		return nil, false, fmt.Errorf("claim outbox rows: %w", err)
+	}
+	took := time.Since(sent)
+	for i := range out {
+		out[i].AgeAtClaim += took
 	}
 	// Oldest first, as claimed: UPDATE … RETURNING does not keep the CTE's
 	// order, and publishing in created order keeps per-key order for a
