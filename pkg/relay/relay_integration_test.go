@@ -463,6 +463,14 @@ func TestRelayLatency(t *testing.T) {
 // TestRelayShutdownReleasesLeases: stopped while its batch cannot be
 // delivered, the relay gives the leases back (no attempt counted) within
 // its grace period instead of leaving them to expire.
+//
+// The rows must be claimed before the relay learns of the freeze: an idle
+// relay probes the cluster a second after its last delivery, and a probe
+// unanswered for 1.5 s stops the claims. Freezing right after a delivery
+// gives the claim those 2.5 s instead of 1.5 (from an idle start, the
+// rows went unclaimed in one of about ten runs of the relay and store
+// packages beside three CPU-bound loops; the test kept no log of why, and
+// now prints /readyz and the outbox).
 func TestRelayShutdownReleasesLeases(t *testing.T) {
 	t.Parallel()
 	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 1})
@@ -470,11 +478,18 @@ func TestRelayShutdownReleasesLeases(t *testing.T) {
 	topic := testenv.CreateTopic(t, broker.Addr(), "shutdown", 1)
 	rr := b.start(t, relay.Config{PollInterval: 100 * time.Millisecond, ShutdownGrace: 500 * time.Millisecond})
 	eventually(t, 10*time.Second, "ready", func() bool { return rr.readyz(t) == http.StatusOK })
+	relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic})
+	eventually(t, 10*time.Second, "warm-up row published", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 1 })
 
 	broker.Pause(t)
 	defer broker.Resume(t)
 	rows := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic}, outbox.Event{Topic: topic})
-	eventually(t, 10*time.Second, "rows claimed", func() bool { return relaytest.Get(t, b.pool, rows[0].ID).LockedUntil != nil })
+	for inserted := time.Now(); relaytest.Get(t, b.pool, rows[0].ID).LockedUntil == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Since(inserted) > 10*time.Second {
+			_, why := rr.readyzBody(t)
+			t.Fatalf("not within 10s: rows claimed; outbox: %s; /readyz: %s", relaytest.Describe(t, b.pool), why)
+		}
+	}
 
 	start := time.Now()
 	rr.stop()
