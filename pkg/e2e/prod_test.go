@@ -628,8 +628,8 @@ func testBrokerFreezeRecovery(t *testing.T, bins Binaries) {
 	// the same): the partitions come back 0.1 s after the thaw, or one
 	// session (10 s) later: in 6 of 12 runs with three CPU-bound loops
 	// beside it, in 4 of the 7 clean-clone CI runs whose figures were kept
-	// on 2026-12-04 up to 16:20 UTC, and in 1 of 4 alone. That wait is the group protocol's; what follows it is the
-	// service's.
+	// on 2026-12-04 up to 16:20 UTC, and in 1 of 4 alone. That wait is the
+	// group protocol's; what follows it is the service's.
 	regained := firstLogged(s.ingestor, "partitions assigned", thawed)
 	// The input is frozen too (the test's producer writes to the same
 	// broker), so there is no backlog: the first growth is the recovery,

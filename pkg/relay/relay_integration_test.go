@@ -484,12 +484,9 @@ func TestRelayShutdownReleasesLeases(t *testing.T) {
 	broker.Pause(t)
 	defer broker.Resume(t)
 	rows := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic}, outbox.Event{Topic: topic})
-	for inserted := time.Now(); relaytest.Get(t, b.pool, rows[0].ID).LockedUntil == nil; time.Sleep(20 * time.Millisecond) {
-		if time.Since(inserted) > 10*time.Second {
-			_, why := rr.readyzBody(t)
-			t.Fatalf("not within 10s: rows claimed; outbox: %s; /readyz: %s", relaytest.Describe(t, b.pool), why)
-		}
-	}
+	eventuallyOr(t, 10*time.Second, "rows claimed",
+		func() bool { return relaytest.Get(t, b.pool, rows[0].ID).LockedUntil != nil },
+		func() string { return rr.state(t, b.pool) })
 
 	start := time.Now()
 	rr.stop()

@@ -53,13 +53,9 @@ func TestRelayHungClaimGoesNotReady(t *testing.T) {
 	unlocked := time.Now()
 
 	relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic})
-	for relaytest.Count(t, b.pool, outbox.StatusPublished) != 2 {
-		if time.Since(unlocked) > 5*time.Second {
-			_, why := rr.readyzBody(t)
-			t.Fatalf("not within 5s: row published after the lock; outbox: %s; /readyz: %s", relaytest.Describe(t, b.pool), why)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventuallyOr(t, 5*time.Second, "row published after the lock",
+		func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 2 },
+		func() string { return rr.state(t, b.pool) })
 	eventually(t, 5*time.Second, "/readyz 200 again", func() bool { return rr.readyz(t) == http.StatusOK })
 	recovery := time.Since(unlocked)
 	t.Logf("figures: hung claim: not ready after %.2fs (DBTimeout 1s), ready and published %.2fs after the lock ended", notReady.Seconds(), recovery.Seconds())

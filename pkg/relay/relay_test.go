@@ -3,6 +3,7 @@ package relay_test
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/obs"
 	"github.com/pcp/route-processing/pkg/relay"
+	"github.com/pcp/route-processing/pkg/relay/relaytest"
 	"github.com/pcp/route-processing/pkg/store"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
@@ -141,6 +143,14 @@ func (rr *runningRelay) readyz(t testing.TB) int {
 	return code
 }
 
+// state is what a test that waited in vain for rows needs to tell why: the
+// outbox rows and /readyz's reasons.
+func (rr *runningRelay) state(t testing.TB, pool *pgxpool.Pool) string {
+	t.Helper()
+	_, why := rr.readyzBody(t)
+	return fmt.Sprintf("outbox: %s; /readyz: %s", relaytest.Describe(t, pool), why)
+}
+
 // readyzBody is /readyz's status and body (the reasons when not ready).
 func (rr *runningRelay) readyzBody(t testing.TB) (int, string) {
 	t.Helper()
@@ -217,9 +227,19 @@ func header(r *kgo.Record, key string) (string, bool) {
 
 func eventually(t testing.TB, timeout time.Duration, msg string, cond func() bool) {
 	t.Helper()
+	eventuallyOr(t, timeout, msg, cond, nil)
+}
+
+// eventuallyOr is eventually that, when cond does not hold in time, adds
+// what explain (if not nil) says of the state it found.
+func eventuallyOr(t testing.TB, timeout time.Duration, msg string, cond func() bool, explain func() string) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
+			if explain != nil {
+				msg += "; " + explain()
+			}
 			t.Fatalf("not within %s: %s", timeout, msg)
 		}
 		time.Sleep(20 * time.Millisecond)
