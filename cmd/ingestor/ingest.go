@@ -182,16 +182,14 @@ const consumerCloseTimeout = 5 * time.Second
 // probe's 2 s the wait grows (backoff.Patience, up to 5 s), so a slow
 // link that works is not reported down for good.
 func probeKafka(ctx context.Context, logger *slog.Logger, consumer *kafkax.Consumer, ready *obs.Readiness) {
-	const every = time.Second
-	patience := backoff.NewPatience(2*time.Second, 5*time.Second)
+	const every, probeWaitMax = time.Second, 5 * time.Second
+	patience := backoff.NewPatience(2*time.Second, probeWaitMax)
 	for {
 		reason := ""
-		start := time.Now()
-		if err := consumer.Probe(patience.Wait()); err != nil {
-			patience.Missed()
+		if err := patience.Run(ctx, func(ctx context.Context) error {
+			return consumer.Probe(ctx, probeWaitMax) // ctx bounds it to the patience's wait
+		}); err != nil {
 			reason = "brokers unreachable: " + err.Error()
-		} else {
-			patience.Answered(time.Since(start))
 		}
 		if ready.Set("kafka", reason) {
 			if reason == "" {

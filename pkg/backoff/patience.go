@@ -2,7 +2,6 @@ package backoff
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -98,15 +97,16 @@ func (p *Patience) Worked(took time.Duration) {
 }
 
 // Run runs probe bounded by Wait and records how it went: a success counts
-// its time, and running out of the wait is a miss: ctx's deadline passed,
-// or the probe gave up by itself within the last twentieth of its wait (a
-// Kafka metadata request is bounded by a whole number of milliseconds no
-// later than the deadline, so it returns its own timeout error just
-// before; an answer that is an error arriving that late counts as a miss
-// too, which costs no more than a longer next wait). An error sooner than
-// that (connection refused, a server's error) is neither: it says nothing
-// of how slow the link is; nor is a probe its caller cut short. A miss's
-// error is a *MissError.
+// its time, and a probe that failed after running (nearly) its whole wait
+// is a miss, whatever ctx did meanwhile: a Kafka metadata request is
+// bounded by a whole number of milliseconds no later than the deadline and
+// runs it out in C even when ctx ends, so it returns its own timeout error
+// just before or after the deadline, and a wait run out says the link is
+// slow even if the caller stopped caring (a stalled batch whose reports
+// came while its probe waited). An error sooner than the last twentieth of
+// the wait (connection refused, a server's error, a probe its caller cut
+// short) is no miss: it says nothing of how slow the link is. A miss costs
+// no more than a longer next wait. A miss's error is a *MissError.
 func (p *Patience) Run(ctx context.Context, probe func(context.Context) error) error {
 	wait := p.Wait()
 	pctx, cancel := context.WithTimeout(ctx, wait)
@@ -117,8 +117,7 @@ func (p *Patience) Run(ctx context.Context, probe func(context.Context) error) e
 	switch {
 	case err == nil:
 		p.Answered(took)
-	case ctx.Err() != nil:
-	case errors.Is(pctx.Err(), context.DeadlineExceeded), took >= wait-wait/20:
+	case took >= wait-wait/20:
 		p.Missed()
 		return &MissError{Wait: wait, Err: err}
 	}

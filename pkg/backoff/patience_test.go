@@ -137,7 +137,8 @@ func TestPatienceRun(t *testing.T) {
 
 // TestPatienceRunSelfBounded: a probe bounded by itself (a Kafka metadata
 // request: whole milliseconds, no later than the deadline) that gives up
-// just before its wait ends is a miss.
+// just before its wait ends is a miss, whether or not its caller is still
+// there.
 func TestPatienceRunSelfBounded(t *testing.T) {
 	p := NewPatience(200*time.Millisecond, time.Second)
 	timedOut := errors.New("Local: Timed out")
@@ -150,6 +151,21 @@ func TestPatienceRunSelfBounded(t *testing.T) {
 	}
 	if got := p.Wait(); got != 400*time.Millisecond {
 		t.Fatalf("after a probe that gave up by itself at the end of its wait: wait %s, want the doubled 400ms", got)
+	}
+
+	// A self-bounded probe runs out its wait even when its caller stops
+	// caring halfway: the wait it ran out still says the link is slow.
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	if err := p.Run(ctx, func(ctx context.Context) error {
+		d, _ := ctx.Deadline()
+		time.Sleep(time.Until(d))
+		return timedOut
+	}); !errors.As(err, new(*MissError)) {
+		t.Fatalf("self-bounded probe whose caller was cancelled halfway: %v, want a miss", err)
+	}
+	if got := p.Wait(); got != 800*time.Millisecond {
+		t.Fatalf("after a probe that ran out its wait while its caller left: wait %s, want the doubled 800ms", got)
 	}
 }
 

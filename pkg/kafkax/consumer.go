@@ -1,6 +1,7 @@
 package kafkax
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -314,9 +315,14 @@ func (c *Consumer) HighWatermark(partition int32) (int64, bool) {
 }
 
 // Probe asks a broker for the topic's metadata and reports whether one
-// answered within timeout. It is safe to call from any goroutine.
-func (c *Consumer) Probe(timeout time.Duration) error {
-	md, err := c.c.GetMetadata(&c.topic, false, int(timeout.Milliseconds()))
+// answered within timeout and ctx's deadline (a request begun runs out its
+// wait, as Producer.Probe's). It is safe to call from any goroutine.
+func (c *Consumer) Probe(ctx context.Context, timeout time.Duration) error {
+	ms, err := metadataWait(ctx, timeout)
+	if err != nil {
+		return err
+	}
+	md, err := c.c.GetMetadata(&c.topic, false, ms)
 	if err != nil {
 		return fmt.Errorf("kafka metadata: %w", err)
 	}

@@ -230,3 +230,19 @@ func toRecord(topic string, m *kafka.Message) record.Record {
 // size limit of the client or the broker. With it *Producer satisfies the
 // dead-letter interface of package ingest, which owns what to do then.
 func (*Producer) TooLarge(err error) bool { return IsMessageTooLarge(err) }
+
+// metadataWait is the wait, in the whole milliseconds librdkafka takes, of
+// a metadata request bounded by timeout and by ctx's deadline; ctx's error
+// when ctx is done or its deadline has come.
+func metadataWait(ctx context.Context, timeout time.Duration) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	if timeout <= 0 {
+		return 0, context.DeadlineExceeded
+	}
+	return max(int(timeout.Milliseconds()), 1), nil
+}

@@ -366,7 +366,9 @@ func (pr *Producer) reset(c *client, cause error) {
 }
 
 // Probe asks the cluster for metadata of topic (or, when topic is "", for
-// the broker list only) and reports whether a broker answered within timeout.
+// the broker list only) and reports whether a broker answered within timeout
+// and ctx's deadline. The request runs out its wait even if ctx is
+// cancelled meanwhile (librdkafka takes no cancellation).
 func (pr *Producer) Probe(ctx context.Context, topic string, timeout time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -377,17 +379,15 @@ func (pr *Producer) Probe(ctx context.Context, topic string, timeout time.Durati
 	}
 	defer c.release()
 	p := c.p
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
-		timeout = time.Until(dl)
-	}
-	if timeout <= 0 {
-		return ctx.Err()
+	ms, err := metadataWait(ctx, timeout)
+	if err != nil {
+		return err
 	}
 	var tp *string
 	if topic != "" {
 		tp = &topic
 	}
-	md, err := p.GetMetadata(tp, false, int(timeout.Milliseconds()))
+	md, err := p.GetMetadata(tp, false, ms)
 	if err != nil {
 		return fmt.Errorf("kafka metadata: %w", err)
 	}

@@ -109,18 +109,7 @@ func (r *Relay) probe(ctx context.Context, inOutage bool) {
 // (r.patience) grows on a link too slow for the configured bound, which
 // would otherwise fail every probe and keep the relay out of work for good.
 func (r *Relay) probeCluster(ctx context.Context) error {
-	start := time.Now()
-	wait := r.patience.Wait()
-	err := r.pub.Probe(ctx, "", wait)
-	if err != nil {
-		// A metadata request runs its whole wait whatever ctx does: one
-		// that ran out of it is a miss even if ctx ended meanwhile; one
-		// refused before it started (ctx already done) is not.
-		if ctx.Err() == nil || time.Since(start) >= wait {
-			r.patience.Missed()
-		}
-		return err
-	}
-	r.patience.Answered(time.Since(start))
-	return nil
+	return r.patience.Run(ctx, func(ctx context.Context) error {
+		return r.pub.Probe(ctx, "", r.cfg.probeWaitMax()) // ctx bounds it to the patience's wait
+	})
 }
