@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"runtime/debug"
 	"slices"
 	"time"
 
-	"github.com/pcp/route-processing/pkg/backoff"
 	"github.com/pcp/route-processing/pkg/config"
 	"github.com/pcp/route-processing/pkg/gctune"
 	"github.com/pcp/route-processing/pkg/ingest"
@@ -89,7 +87,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	// Not ready until PostgreSQL and a broker were reached: registered
 	// before HTTP serves, so that no /readyz answers 200 in between.
 	ready.Set(ingest.ComponentPostgres, "not reached yet")
-	ready.Set("kafka", "not probed yet")
+	ready.Set(ingest.ComponentKafka, "not probed yet")
 
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHTTP()
@@ -127,16 +125,8 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 		"consumer_properties", slices.Sorted(maps.Keys(cfg.ConsumerProperties())),
 		"producer_properties", slices.Sorted(maps.Keys(cfg.ProducerProperties())))
 
-	probeCtx, stopProbe := context.WithCancel(ctx)
-	defer stopProbe()
-	// Not ready until the first probe answered: a probe of unreachable
-	// brokers takes its whole timeout.
-	ready.Set("kafka", "not probed yet")
-	go probeKafka(probeCtx, logger, consumer, ready)
-
 	consumerRunning = true
 	runErr := in.Run(ctx)
-	stopProbe()
 	// Close leaves the group; the revocation it triggers commits nothing
 	// new (Run already committed what was finished). A consumer that hit a
 	// fatal error (e.g. a fenced static member) may never finish closing;
@@ -174,34 +164,3 @@ func buildVersion() string {
 // consumerCloseTimeout bounds leaving the group (cut by the stop's clock).
 const consumerCloseTimeout = 5 * time.Second
 
-// probeKafka keeps the "kafka" readiness component current. The consumer
-// itself rides out broker outages, but an operator (and Kubernetes) should
-// see that nothing can be consumed. A metadata request a second is cheap,
-// and bounds noticing a hung link (bytes held, no RST) to about 3 s, and
-// noticing the brokers' return to about 1 s. On a link slower than the
-// probe's 2 s the wait grows (backoff.Patience, up to 5 s), so a slow
-// link that works is not reported down for good.
-func probeKafka(ctx context.Context, logger *slog.Logger, consumer *kafkax.Consumer, ready *obs.Readiness) {
-	const every, probeWaitMax = time.Second, 5 * time.Second
-	patience := backoff.NewPatience(2*time.Second, probeWaitMax)
-	for {
-		reason := ""
-		if err := patience.Run(ctx, func(ctx context.Context) error {
-			return consumer.Probe(ctx, probeWaitMax) // ctx bounds it to the patience's wait
-		}); err != nil {
-			reason = "brokers unreachable: " + err.Error()
-		}
-		if ready.Set("kafka", reason) {
-			if reason == "" {
-				logger.Info("kafka reachable")
-			} else {
-				logger.Warn("kafka unreachable; records wait in the topic", "err", reason)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(every):
-		}
-	}
-}

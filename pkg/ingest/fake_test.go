@@ -46,6 +46,7 @@ type fakeConsumer struct {
 	commitCalls   atomic.Int32
 	commitErr     atomic.Pointer[error]
 	commitGate    chan struct{} // when set, Commit blocks until it is closed
+	probeErr      atomic.Pointer[error]
 }
 
 func newFakeConsumer(partitions ...int32) *fakeConsumer {
@@ -115,6 +116,14 @@ func (c *fakeConsumer) Subscribe(assigned func([]int32), revoked func([]int32, b
 	defer c.mu.Unlock()
 	c.assignedF, c.revokedF = assigned, revoked
 	return nil
+}
+
+// Probe answers at once: nil, or the error set in probeErr.
+func (c *fakeConsumer) Probe(ctx context.Context, _ time.Duration) error {
+	if err := c.probeErr.Load(); err != nil {
+		return *err
+	}
+	return ctx.Err()
 }
 
 func (c *fakeConsumer) Poll(timeout time.Duration) (*record.Record, error) {
@@ -760,4 +769,42 @@ func TestFakeBatchMaxWait(t *testing.T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	require.Equal(t, []int{3}, s.counts, "the batch waited and took all three")
+}
+
+// The "kafka" readiness component follows the brokers' answers to the
+// metadata probe, with one log line per change of state: not ready before
+// the first answer, not ready (the probe's error named) while they do not
+// answer, ready again when they do, and records keep flowing throughout
+// (the consumer rides out outages by itself).
+func TestFakeBrokersReadiness(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	unreachable := errors.New("kafka metadata: Local: Broker transport failure (fake)")
+	c.probeErr.Store(&unreachable)
+	s := newFakeStore()
+	r := startFake(t, c, s, &fakeDLQ{})
+
+	kafkaReason := func() string {
+		err := r.ready.Check()
+		if err == nil {
+			return ""
+		}
+		return err.Error()
+	}
+	require.Eventually(t, func() bool {
+		return strings.Contains(kafkaReason(), "kafka: brokers unreachable: kafka metadata: Local: Broker transport failure")
+	}, 5*time.Second, 5*time.Millisecond, "readiness: %s", kafkaReason())
+	time.Sleep(2500 * time.Millisecond) // two more failed probes
+	require.Equal(t, 1, r.logs.count("kafka unreachable; records wait in the topic"), "one line per change of state")
+
+	c.add(0, values(t, 3)...)
+	require.Eventually(t, func() bool { return s.routes() == 3 }, 5*time.Second, 5*time.Millisecond, "records flow while the probe fails")
+
+	c.probeErr.Store(nil)
+	require.Eventually(t, func() bool { return r.ready.Check() == nil }, 5*time.Second, 5*time.Millisecond, "readiness: %s", kafkaReason())
+	require.Equal(t, 1, r.logs.count("kafka reachable"))
+
+	c.probeErr.Store(&unreachable)
+	require.Eventually(t, func() bool { return strings.Contains(kafkaReason(), "kafka: brokers unreachable") }, 5*time.Second, 5*time.Millisecond)
+	require.Equal(t, 2, r.logs.count("kafka unreachable; records wait in the topic"))
 }

@@ -35,6 +35,9 @@ type Consumer interface {
 	Resume(partitions []int32) error
 	// Commit synchronously commits, per partition, the next offset to read.
 	Commit(offsets map[int32]int64) error
+	// Probe reports whether a broker answers a metadata request within
+	// timeout and ctx's deadline.
+	Probe(ctx context.Context, timeout time.Duration) error
 	// HighWatermark returns the last known high watermark of a partition.
 	HighWatermark(partition int32) (int64, bool)
 }
@@ -161,6 +164,9 @@ func New(logger *slog.Logger, cfg Config, consumer Consumer, st Store, dl DLQ, m
 	}
 	in.dbHealth = newHealth(logger, ready, ComponentPostgres, "no successful database round trip yet")
 	in.dlqHealth = newHealth(logger, ready, ComponentDLQ, "")
+	// Not ready until the first probe answered: a probe of unreachable
+	// brokers takes its whole wait.
+	ready.Set(ComponentKafka, "not probed yet")
 	return in, nil
 }
 
@@ -183,9 +189,10 @@ func (in *Ingestor) Run(ctx context.Context) error {
 	// the bound: a timeout while the database answers is a slow database,
 	// so only the probe can tell a stuck write (probeDB).
 	go in.watch(watchCtx, in.dbHealth, in.probeDB, in.store.Ping, min(stallAfter, in.cfg.WriteTimeout/2), &in.dbWriters)
-	// The DLQ's brokers are the input's: probeKafka (cmd/ingestor) watches
-	// them while idle.
+	// The DLQ's brokers are the input's: watchBrokers watches them while
+	// idle.
 	go in.watch(watchCtx, in.dlqHealth, in.probeDLQ, nil, stallAfter, &in.dlqWriters)
+	go in.watchBrokers(watchCtx)
 
 	if err := in.consumer.Subscribe(in.onAssigned, in.onRevoked); err != nil {
 		return err

@@ -1,0 +1,55 @@
+package ingest
+
+import (
+	"context"
+	"time"
+
+	"github.com/pcp/route-processing/pkg/backoff"
+)
+
+// ComponentKafka is the readiness component of the input's brokers.
+const ComponentKafka = "kafka"
+
+// brokerProbeEvery is how often watchBrokers asks for metadata: one request
+// a second is nothing for a broker, and bounds noticing a hung link (bytes
+// held, no RST) to about 3 s and the brokers' return to about 1 s.
+const brokerProbeEvery = time.Second
+
+// watchBrokers keeps the "kafka" readiness component current until ctx
+// ends. The consumer itself rides out broker outages, but an operator (and
+// Kubernetes) should see that nothing can be consumed. Each probe waits
+// probeTimeout, longer on a link slower than that (backoff.Patience, up to
+// probeWaitMax), so a slow link that works is not reported down for good.
+func (in *Ingestor) watchBrokers(ctx context.Context) {
+	patience := backoff.NewPatience(probeTimeout, probeWaitMax)
+	probe := func(ctx context.Context) error {
+		return in.consumer.Probe(ctx, probeWaitMax) // ctx bounds it to the patience's wait
+	}
+	var known, down bool // known: answered (or not) since "not probed yet" (New)
+	for {
+		err := patience.Run(ctx, probe)
+		if err != nil && ctx.Err() != nil {
+			return
+		}
+		reason := ""
+		if err != nil {
+			reason = "brokers unreachable: " + err.Error()
+		}
+		in.ready.Set(ComponentKafka, reason)
+		// The reason names the probe's wait, which grows while the brokers
+		// stay away: one line per change of state, not of reason.
+		if !known || down != (err != nil) {
+			known, down = true, err != nil
+			if down {
+				in.logger.WarnContext(ctx, "kafka unreachable; records wait in the topic", "err", err)
+			} else {
+				in.logger.InfoContext(ctx, "kafka reachable")
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(brokerProbeEvery):
+		}
+	}
+}
