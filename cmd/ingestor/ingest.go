@@ -163,4 +163,3 @@ func buildVersion() string {
 
 // consumerCloseTimeout bounds leaving the group (cut by the stop's clock).
 const consumerCloseTimeout = 5 * time.Second
-
