@@ -89,6 +89,10 @@
 // (component "dlq", probed with a metadata request): the record's offset
 // stays uncommitted meanwhile.
 //
+// Input brokers that do not answer need nothing from the loop (librdkafka
+// reconnects, and the records wait in the topic); the component "kafka" is
+// not ready while a metadata request a second gets no answer (brokers.go).
+//
 // # Rebalance and shutdown
 //
 // On revocation the loop drops the revoked partitions' unbatched records,

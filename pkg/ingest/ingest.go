@@ -88,7 +88,8 @@ var errCommitHook = errors.New("ingest: commit stopped by hook")
 // concerns live in files of their own: poll.go (polling and dispatch),
 // parse.go (parsing while records wait), batch.go (one batch), write.go
 // (the database write), deadletter.go, commit.go (offset commits), flow.go
-// (pause/resume), rebalance.go and health.go.
+// (pause/resume), rebalance.go, health.go (the database and DLQ watchers)
+// and brokers.go (the input brokers' readiness).
 type Ingestor struct {
 	logger      *slog.Logger
 	cfg         Config
