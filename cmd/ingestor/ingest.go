@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"runtime/debug"
 	"slices"
 	"time"
 
@@ -41,7 +40,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	metrics := ingest.NewMetrics(reg)
 
 	// Tracing is off unless an OTLP endpoint is configured (OTEL_*).
-	tp, err := tracing.New(ctx, base, "route-passport-ingestor", buildVersion())
+	tp, err := tracing.New(ctx, base, "route-passport-ingestor", tracing.BuildVersion())
 	if err != nil {
 		return err
 	}
@@ -151,14 +150,6 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	}
 	logger.Info("stopped")
 	return nil
-}
-
-// buildVersion is the main module's version as the toolchain recorded it.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		return bi.Main.Version
-	}
-	return "unknown"
 }
 
 // consumerCloseTimeout bounds leaving the group (cut by the stop's clock).

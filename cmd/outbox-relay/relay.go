@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"runtime/debug"
 	"slices"
 	"time"
 
@@ -20,15 +19,6 @@ import (
 	"github.com/pcp/route-processing/pkg/tracing"
 )
 
-// buildVersion is the module version the binary was built from, for the
-// traces' service.version ("(devel)" in a source build).
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		return bi.Main.Version
-	}
-	return ""
-}
-
 // shutdownGrace bounds how long a batch in flight at SIGTERM may keep
 // publishing; with the mark (≤ 5s) it leaves the rest of the contract's 30 s
 // (package shutdown) to the producer's close, the pool's and the trace
@@ -36,8 +26,9 @@ func buildVersion() string {
 const shutdownGrace = 15 * time.Second
 
 // runRelay wires the relay: tracing and the producer first (a setting they
-// refuse stops the process before anything is logged), then HTTP (so /healthz and /metrics answer before Kafka or
-// PostgreSQL do), the pool, the LISTEN connection and the relay's loops.
+// refuse stops the process before anything is logged), then HTTP (so
+// /healthz and /metrics answer before Kafka or PostgreSQL do), the pool,
+// the LISTEN connection and the relay's loops.
 func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	cfg, err := config.LoadRelay(environ)
 	if err != nil {
@@ -63,7 +54,7 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	// line (the producer starts connecting at once: tracing goes first).
 	// Tracing is off unless OTEL_EXPORTER_OTLP_ENDPOINT is set; spans still
 	// in the exporter's queue are flushed at exit.
-	tp, err := tracing.New(ctx, logger, "outbox-relay", buildVersion())
+	tp, err := tracing.New(ctx, logger, "outbox-relay", tracing.BuildVersion())
 	if err != nil {
 		return err
 	}

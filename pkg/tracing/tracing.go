@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -116,4 +117,13 @@ func New(ctx context.Context, logger *slog.Logger, service, version string) (*Pr
 
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
 	return &Provider{TracerProvider: tp, Enabled: true, Shutdown: tp.Shutdown}, nil
+}
+
+// BuildVersion is the main module's version as the toolchain recorded it,
+// for the traces' service.version ("(devel)" in a source build).
+func BuildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Version
+	}
+	return ""
 }
