@@ -56,8 +56,8 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	}
 
 	// Created before anything is logged or served, so that a property
-	// librdkafka refuses stops the process with its one line (the producer
-	// starts connecting at once, the consumer only when it subscribes).
+	// librdkafka refuses stops the process with its one line (both start
+	// connecting in the background as soon as they exist).
 	client := kafkax.ClientConfig{
 		BootstrapServers: cfg.KafkaBootstrapServers,
 		Properties:       cfg.ConsumerProperties(),

@@ -52,7 +52,8 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	// Tracing and the producer are set up before anything is logged or
 	// served, so that a setting they refuse stops the process with its one
 	// line (the producer starts connecting at once: tracing goes first).
-	// Tracing is off unless OTEL_EXPORTER_OTLP_ENDPOINT is set; spans still
+	// Tracing is off unless an OTLP endpoint is configured
+	// (OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT, see tracing.New); spans still
 	// in the exporter's queue are flushed at exit.
 	tp, err := tracing.New(ctx, logger, "outbox-relay", tracing.BuildVersion())
 	if err != nil {

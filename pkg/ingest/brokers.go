@@ -18,7 +18,8 @@ const brokerProbeEvery = time.Second
 // watchBrokers keeps the "kafka" readiness component current until ctx
 // ends. The consumer itself rides out broker outages, but an operator (and
 // Kubernetes) should see that nothing can be consumed. Each probe waits
-// probeTimeout, longer on a link slower than that (backoff.Patience, up to
+// probeTimeout, longer on a link slower than that and twice as long after
+// each probe in a row without an answer (backoff.Patience, up to
 // probeWaitMax), so a slow link that works is not reported down for good.
 func (in *Ingestor) watchBrokers(ctx context.Context) {
 	patience := backoff.NewPatience(probeTimeout, probeWaitMax)

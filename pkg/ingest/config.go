@@ -10,7 +10,7 @@ import (
 	"github.com/pcp/route-processing/pkg/passport"
 )
 
-// Config configures [Run]. [DefaultConfig] holds every default; [New]
+// Config configures an [Ingestor] ([New], [Ingestor.Run]). [DefaultConfig] holds every default; [New]
 // fills the fields left zero whose zero value means nothing (sizes,
 // timeouts), never RecordRetries nor BatchMaxWait, whose zero is a setting.
 type Config struct {

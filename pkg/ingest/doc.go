@@ -4,7 +4,8 @@
 //
 // # Overview
 //
-// One goroutine, the poll loop in [Ingestor.Run], owns the Kafka consumer: it
+// One goroutine, the poll loop in [Ingestor.Run], owns the Kafka consumer
+// (only offset commits and the brokers' readiness probe run elsewhere): it
 // polls, groups records into batches (up to Config.BatchSize records and
 // Config.BatchBytes bytes; by default, Config.BatchMaxWait 0, whatever has
 // arrived when a pipeline slot is free and the batch ahead is committing,

@@ -287,8 +287,9 @@ func (w *callWatch) cancelBefore(t time.Time) int {
 
 // watch keeps h current with probe until ctx ends: every probeTick while h
 // is down, and while up whenever a call has been outstanding for stall, or
-// with idleProbe (nil: none) every idleProbeEvery while no call is (a failed
-// probe then marks h down). A successful probe wakes
+// with idleProbe (nil: none) every idleProbeEvery while no call is (two
+// failed in a row then mark h down: one slow ping on a loaded machine is no
+// outage). A successful probe wakes
 // the retries backing off, and ends the outage only when no worker is
 // retrying (idle: nothing else would find out). While one is, its success
 // ends it: the server may answer and still refuse the work (read-only

@@ -16,11 +16,12 @@ import (
 )
 
 // Consumer is the group consumer of the input topic; *kafkax.Consumer
-// implements it. Every method but Commit is called from the goroutine
-// running [Ingestor.Run] (the rebalance functions given to Subscribe run
-// inside Poll, on that goroutine). Commit runs on a goroutine of its own,
-// concurrently with the others, one call at a time, so that a coordinator
-// that does not answer never stalls polling.
+// implements it. Every method but Commit and Probe is called from the
+// goroutine running [Ingestor.Run] (the rebalance functions given to
+// Subscribe run inside Poll, on that goroutine). Commit runs on a goroutine
+// of its own, concurrently with the others, one call at a time, so that a
+// coordinator that does not answer never stalls polling; Probe on the
+// brokers' readiness watcher's (brokers.go), concurrently with all.
 type Consumer interface {
 	// Subscribe joins the group. assigned is called after partitions were
 	// added to the assignment; revoked before they leave it (lost: the
@@ -190,8 +191,8 @@ func (in *Ingestor) Run(ctx context.Context) error {
 	// the bound: a timeout while the database answers is a slow database,
 	// so only the probe can tell a stuck write (probeDB).
 	go in.watch(watchCtx, in.dbHealth, in.probeDB, in.store.Ping, min(stallAfter, in.cfg.WriteTimeout/2), &in.dbWriters)
-	// The DLQ's brokers are the input's: watchBrokers watches them while
-	// idle.
+	// No idle probe for the DLQ (nil): its brokers are the input's, which
+	// watchBrokers probes every second, idle or not (component "kafka").
 	go in.watch(watchCtx, in.dlqHealth, in.probeDLQ, nil, stallAfter, &in.dlqWriters)
 	go in.watchBrokers(watchCtx)
 

@@ -87,7 +87,8 @@ func consumerEnforced(cfg ConsumerConfig) kafka.ConfigMap {
 	}
 }
 
-// NewConsumer creates the consumer. It does not contact the brokers.
+// NewConsumer creates the consumer. It does not wait for the brokers:
+// librdkafka starts connecting to them in the background.
 func NewConsumer(logger *slog.Logger, cfg ConsumerConfig) (*Consumer, error) {
 	if cfg.GroupID == "" || cfg.Topic == "" {
 		return nil, errors.New("kafka consumer: group and topic are required")

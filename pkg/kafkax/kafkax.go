@@ -2,7 +2,8 @@
 // service's settings into librdkafka configurations, bridges librdkafka's
 // logs into slog, and offers the few operations the service needs: an
 // idempotent producer that reports per-message delivery for a batch, a
-// consumer with manual offset commits, and error classification.
+// consumer with manual offset commits, a group-less reader of offset ranges
+// (dlq-replay), metadata probes, and error classification.
 package kafkax
 
 import (

@@ -122,7 +122,8 @@ func producerEnforced(cfg ProducerConfig) kafka.ConfigMap {
 // without that cost (the relay's CPU as with no compression at all).
 const Compression = "snappy"
 
-// NewProducer creates the producer. It does not contact the brokers.
+// NewProducer creates the producer. It does not wait for the brokers:
+// librdkafka starts connecting to them in the background.
 func NewProducer(logger *slog.Logger, cfg ProducerConfig) (*Producer, error) {
 	if cfg.DeliveryTimeout <= 0 {
 		cfg.DeliveryTimeout = 30 * time.Second
@@ -422,7 +423,8 @@ func (pr *Producer) Close(timeout time.Duration) {
 
 // reportMargin is how long ProduceBatch waits for delivery reports beyond
 // message.timeout.ms, which librdkafka enforces only approximately: 5 s,
-// or half the timeout when that is shorter (short timeouts in tests).
+// or half the timeout when that is shorter (short timeouts in tests), but
+// at least 100 ms.
 func reportMargin(deliveryTimeout time.Duration) time.Duration {
 	return min(5*time.Second, max(deliveryTimeout/2, 100*time.Millisecond))
 }

@@ -68,7 +68,8 @@ func readerEnforced(cfg ReaderConfig) kafka.ConfigMap {
 	}
 }
 
-// NewReader creates a Reader. It does not contact the brokers.
+// NewReader creates a Reader. It does not wait for the brokers:
+// librdkafka starts connecting to them in the background.
 func NewReader(logger *slog.Logger, cfg ReaderConfig) (*Reader, error) {
 	if cfg.GroupID == "" {
 		cfg.GroupID = "kafkax-reader"

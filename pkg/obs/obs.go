@@ -78,19 +78,18 @@ func NewReadiness(reg prometheus.Registerer, namespace string) *Readiness {
 	return &Readiness{states: map[string]string{}, gauge: g}
 }
 
-// Set marks component ready (reason == "") or not ready. It reports whether
-// the state changed, so callers can log once per change.
-func (r *Readiness) Set(component, reason string) bool {
+// Set marks component ready (reason == "") or not ready, reason being what
+// /readyz says. Callers that log a change keep their own state: a reason
+// may change (a probe's growing wait) while the component stays not ready.
+func (r *Readiness) Set(component, reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	old, known := r.states[component]
 	r.states[component] = reason
 	v := 0.0
 	if reason == "" {
 		v = 1
 	}
 	r.gauge.WithLabelValues(component).Set(v)
-	return !known || old != reason
 }
 
 // Check returns nil when every component is ready, otherwise an error listing

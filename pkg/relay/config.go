@@ -56,16 +56,17 @@ type Config struct {
 	// lasts; a long cap would only add to the time to recover after the
 	// dependency is back (at most one cap, plus the probe).
 	ProbeMaxBackoff time.Duration
-	// DBTimeout bounds the pause-flag read, the gauges and the retention
-	// sweep (default 3s), and is the least bound of the others: a claim may
-	// run as long as the lease leaves room for (claimCall: 20s with the
-	// defaults; DBTimeout while the database is down, doubling per timed-out
-	// claim), marks, retries, postpones and releases until their lease ends
+	// DBTimeout bounds the pause-flag read, the gauges and the retention sweep
+	// (default 3s), and is the least bound of the others: a claim may run as
+	// long as the lease leaves room for (claimCall: 20s with the defaults;
+	// DBTimeout while the database is down, doubling per timed-out claim),
+	// marks, retries, postpones and releases until their lease ends
 	// (writeCall). A healthy call takes milliseconds (a claim or mark of 500
 	// rows ~10-50ms, a second or so under a checkpoint stall). Hung calls are
-	// found by the probe that runs beside them after half of DBTimeout, so
-	// the relay reports "postgres" not ready within seconds of a blackhole
-	// instead of waiting for the kernel to give up on the connection.
+	// found by the probe that runs beside them after half of DBTimeout (at
+	// most a second), so the relay reports "postgres" not ready within seconds
+	// of a blackhole instead of waiting for the kernel to give up on the
+	// connection.
 	DBTimeout time.Duration
 	// Workers is the number of claim/publish/mark loops (default 2): two
 	// let one loop's mark overlap the other's publish.

@@ -66,8 +66,9 @@
 // Messages the producer never submitted to the cluster ([record.ErrNotAttempted]:
 // the client was reset after a fatal error, closed, or purged its queues;
 // the relay is stopping) are given back at once. While stopping, the relay
-// does not probe at all (a metadata request ignores cancellation) and gives
-// unavailable rows back too.
+// starts no probe of its own (a metadata request ignores cancellation) and
+// gives unavailable rows back too; a batch still in its shutdown grace is
+// stall-probed as before.
 //
 // A row whose stored headers are not a JSON object of strings is not sent;
 // the decode error counts an attempt against that row alone.
@@ -88,8 +89,8 @@
 // Every database call is bounded: reads and retention deletes by DBTimeout
 // (3s), claims by what the lease leaves room for (claimCall: 20s with the
 // defaults), marks and the other writes by their rows' lease (writeCall).
-// A claim or write outstanding for DBTimeout/2 is probed, and again every
-// DBTimeout/2 while it runs (watchWrite): a database that does not answer,
+// A claim or write outstanding for DBTimeout/2 (at most a second) is
+// probed, and again as often while it runs (watchWrite): a database that does not answer,
 // or a call stuck behind someone's table lock or idle transaction, turns
 // "postgres" not ready within seconds, while a call that is merely slow (a
 // held snapshot, a loaded machine) runs on. While PostgreSQL cannot be reached the relay retries the claim with
@@ -117,7 +118,7 @@
 //
 // # Leases
 //
-// LockTimeout must be at least PublishTimeout + [LeaseMargin] (the
+// LockTimeout must exceed PublishTimeout, and should by [LeaseMargin] (the
 // producer's 5s report hand-off and 5s for the marks). The one-by-one
 // re-send after message errors starts no send later than
 // LockTimeout − PublishTimeout − LeaseMargin after the claim, so its marks

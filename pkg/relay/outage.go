@@ -11,8 +11,10 @@ import (
 )
 
 // confirmOutage probes the cluster after an unavailable error. It returns
-// nil when a broker answers; otherwise it enters outage mode (claims stop,
-// the prober runs until a broker answers) and returns the probe's error.
+// nil when a broker answers, and record.ErrUnavailable at once when an
+// outage is confirmed already; otherwise it enters outage mode (claims
+// stop, the prober runs until a broker answers) and returns the probe's
+// error, unless ctx ended meanwhile (see below).
 func (r *Relay) confirmOutage(ctx context.Context, cause error) error {
 	r.probing.Lock()
 	defer r.probing.Unlock()

@@ -57,13 +57,14 @@ type Publisher interface {
 	// lease is given back; the record may still be delivered, at least
 	// once).
 	ProduceBatch(ctx context.Context, recs []record.Record) []error
-	// Probe returns nil when a broker answers within timeout (topic ""
-	// asks for the broker list only).
+	// Probe returns nil when a broker answers within timeout and ctx's
+	// deadline, whichever is sooner (topic "" asks for the broker list
+	// only). A request begun may run out its wait after ctx is cancelled.
 	Probe(ctx context.Context, topic string, timeout time.Duration) error
 }
 
 // Readiness receives the relay's component states ("kafka", "postgres"):
 // reason "" means ready. *obs.Readiness implements it.
 type Readiness interface {
-	Set(component, reason string) bool
+	Set(component, reason string)
 }

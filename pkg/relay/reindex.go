@@ -19,13 +19,17 @@ import (
 // *store.Outbox implements it. The relay runs the reindexer, and exports the
 // index sizes, when the Outbox given to New is also an IndexStore.
 type IndexStore interface {
+	// Indexes lists the outbox's indexes with their sizes and entries.
 	Indexes(ctx context.Context) ([]outbox.Index, error)
 	// LeaseMaintenance takes the relays' maintenance lease for hold when
 	// nobody holds it.
 	LeaseMaintenance(ctx context.Context, hold time.Duration) (bool, error)
 	// HoldMaintenance sets the held lease to end after hold.
 	HoldMaintenance(ctx context.Context, hold time.Duration) error
+	// RebuildIndex rebuilds one index without blocking writes; cut short,
+	// it may leave an invalid copy that DropIndex removes.
 	RebuildIndex(ctx context.Context, name string) error
+	// DropIndex drops an index without blocking writes.
 	DropIndex(ctx context.Context, name string) error
 }
 
@@ -51,8 +55,8 @@ const (
 	// finishes; after the release, vacuum first frees the entries.
 	reindexHorizonAge = time.Minute
 	// reindexLease bounds one pass (the lease's length while it runs, and
-	// each statement's timeout): a rebuild reads the table twice, minutes
-	// on a table of tens of gigabytes.
+	// the timeout of all its statements together): a rebuild reads the
+	// table twice, minutes on a table of tens of gigabytes.
 	reindexLease = time.Hour
 )
 
@@ -95,8 +99,8 @@ func planReindex(ixs []outbox.Index, h outbox.TableHealth, minBytes int64) reind
 	return p
 }
 
-// reindex checks the indexes every reindexCheck and runs a pass when one is
-// bloated.
+// reindex checks the indexes every reindexCheck (or ReindexInterval, when
+// shorter) and runs a pass when one is bloated.
 func (r *Relay) reindex(ctx context.Context) {
 	every(ctx, min(reindexCheck, r.cfg.ReindexInterval), func() { r.reindexPass(ctx) })
 }

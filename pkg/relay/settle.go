@@ -196,16 +196,16 @@ func (r *Relay) retryDB(ctx context.Context, deadline time.Time, op string, fn f
 	}
 }
 
-// watchWrite probes the database every half of DBTimeout (at most every
-// second) while a call is running: a claim or a write may legitimately run long behind a backlog or
-// a held snapshot (claimCall, writeCall), but a hung link or a call stuck
-// behind someone's lock must show in /readyz within seconds (issue 11), so
-// a cheap read and a look at the relay's lock waits, with a short timeout,
-// tell the two apart. The probe repeats because a link can fail after the
-// first probe passed, and a claim may run for 20 s. A failed probe also
-// calls cut (if not nil): a claim is cut and claimed again, on a connection
-// that works, while a write runs on, since its rows stay leased to it. It
-// returns the function that ends the watch.
+// watchWrite probes the database every half of DBTimeout, but at least once a
+// second, while a call is running: a claim or a write may legitimately run
+// long behind a backlog or a held snapshot (claimCall, writeCall), but a hung
+// link or a call stuck behind someone's lock must show in /readyz within
+// seconds (issue 11), so a cheap read and a look at the relay's lock waits,
+// with a short timeout, tell the two apart. The probe repeats because a link
+// can fail after the first probe passed, and a claim may run for 20 s. A
+// failed probe also calls cut (if not nil): a claim is cut and claimed again,
+// on a connection that works, while a write runs on, since its rows stay
+// leased to it. It returns the function that ends the watch.
 func (r *Relay) watchWrite(ctx context.Context, op string, cut context.CancelFunc) (stop func()) {
 	every := min(r.cfg.DBTimeout/2, time.Second)
 	start := time.Now()

@@ -15,8 +15,9 @@ import (
 
 // worker claims, publishes and marks batches until ctx ends. It claims
 // nothing while Kafka is down (the prober wakes it) and, while PostgreSQL
-// cannot be reached, retries the claim (its probe: one cheap statement,
-// bounded by DBTimeout, doubled per claim that timed out while the
+// cannot be reached, retries the claim (its probe: the claim itself, with
+// the watermark's and any remembered give-backs' statements, bounded by
+// DBTimeout, doubled per claim that timed out while the
 // database answered probes; see claimCall) with a backoff capped at
 // ProbeMaxBackoff.
 func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {

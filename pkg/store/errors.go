@@ -25,7 +25,8 @@ const (
 	// KindRecord: the database refused this data (a data exception or a
 	// constraint violation). Retrying the same rows will fail the same way.
 	KindRecord
-	// KindCanceled: the caller's context ended.
+	// KindCanceled: the caller cancelled its context (a deadline that
+	// passed is KindUnavailable: the call took too long).
 	KindCanceled
 )
 

@@ -132,8 +132,10 @@ where status = 'PENDING' and next_attempt_at >= $2 and lock_token = any($1::text
 // the claim fails after its statement may have run (lost connection, a
 // cancelled context while reading the rows), the leases of this claim are
 // given back (best effort), so that the rows are not stranded until the
-// lease expires. When that give-back fails too, the token is remembered and
-// given back again by later claims (see orphanedClaims).
+// lease expires, and the token is remembered and given back again by later
+// claims (see orphanedClaims) even when that give-back worked: the claim's
+// statement may run after it (releaseToken). A claim that cannot have run
+// (mayHaveRun) is neither given back nor remembered.
 func (o *Outbox) Claim(ctx context.Context, limit int, maxBytes int64, lease time.Duration) (claimed []outbox.Row, more bool, err error) {
 	return o.ClaimFrom(ctx, time.Time{}, limit, maxBytes, lease)
 }
@@ -190,7 +192,7 @@ func (o *Outbox) ClaimFrom(ctx context.Context, from time.Time, limit int, maxBy
 
 // releaseTokenTimeout bounds the give-back of a failed claim. Short: the
 // claim usually failed because the link or the server is in trouble, and
-// the caller's own timeout (relay.Config.DBTimeout) must not be doubled by
+// the caller's own bound (the relay's claimCall) must not be lengthened by
 // a second hung statement; healthy, it takes milliseconds. Leases it cannot
 // give back are given back by later claims (orphanedClaims) or expire
 // (OUTBOX_LOCK_TIMEOUT): delayed, never lost.

@@ -55,7 +55,10 @@ func (s *Passports) Write(ctx context.Context, accepted []passport.Accepted) err
 // WriteTx is an ingest transaction that has run its statements, as
 // [Passports.BeginWrite] returns it.
 type WriteTx interface {
+	// Commit commits the transaction and releases its connection.
 	Commit(ctx context.Context) error
+	// Rollback abandons it and releases its connection, even after ctx
+	// ended; after Commit it does nothing.
 	Rollback(ctx context.Context) error
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/pcp/route-processing/pkg/store"
 )
 
-// Event types and their default topics (contract §2).
+// Event types (contract §2).
 const (
 	ModeStatusChanged = "ModeStatusChangedEvent"
 	RouteGeoRef       = "RouteGeoRefEvent"
