@@ -30,7 +30,7 @@ test/short: ## unit tests only (no infrastructure)
 	$(GO) test -short -count=1 $(PKGS)
 
 .PHONY: lint
-lint: ## go vet, gofmt, the Helm chart checks (helm lint/template, kubeconform -strict, rendered-output tests), asyncapi validate docs/asyncapi.yaml
+lint: ## go vet, gofmt, the Helm chart checks (helm lint/template, kubeconform -strict, promtool check/test rules, rendered-output tests), asyncapi validate docs/asyncapi.yaml
 	$(GO) vet $(PKGS)
 	@unformatted=$$(gofmt -l cmd pkg db scripts); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	bash scripts/chart-check.sh

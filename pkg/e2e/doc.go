@@ -6,9 +6,10 @@
 //
 // # Overview
 //
-//   - harness.go (the only non-test code, shared with the benchmark in
-//     scripts/bench) builds bin/ingestor and bin/outbox-relay once per test
-//     binary (normal builds, even under -race: only the test binary is
+//   - harness.go (the only non-test code, shared with scripts/bench and
+//     scripts/soak through scripts/internal/rig) builds cmd/ingestor and
+//     cmd/outbox-relay into a temporary directory once per top-level test
+//     (normal builds, even under -race: only the test binary is
 //     instrumented) and runs them as a [Proc]: started with an explicit
 //     environment (no variable of the test's own environment leaks in),
 //     logging JSON to a file per process that is printed when a test fails,

@@ -19,11 +19,11 @@ import (
 // reset connections and go silent, and recovering from an outage of each
 // dependency. Every scenario streams passports while the fault happens and
 // prints a figures line (produced, lost, duplicates, dlq, failed, and the
-// seconds things took). Two run at a time, like TestResilience, except the
-// failover and the two recovery scenarios, which run first and alone: they
-// time the recovery within seconds, and beside another stack (a
-// PostgreSQL, a broker and both binaries, all busy) they measured the
-// neighbour (CI: 500-passport batches taking 3 s instead of 0.1 s after
+// seconds things took). Two run at a time, like TestResilience, except
+// pg-blackhole, the failover and the two recovery scenarios, which run
+// first and alone: they time the recovery within seconds, and beside
+// another stack (a PostgreSQL, a broker and both binaries, all busy) they
+// measured the neighbour (CI: 500-passport batches taking 3 s instead of 0.1 s after
 // the outage; the failover's writing after the promotion spread over
 // 1.7–7.9 s against its 10-s bound; with two CPU-bound loops beside it,
 // 500-passport writes took 2–4 s, one ran out of its bound, and writing

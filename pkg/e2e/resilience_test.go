@@ -27,7 +27,7 @@ const (
 	relayBatch   = 500
 )
 
-// TestResilience builds the Binaries once and runs the four scenarios, two at
+// TestResilience builds the Binaries once and runs the five scenarios, two at
 // a time (t.Parallel; -parallel defaults to GOMAXPROCS). Each scenario has a
 // PostgreSQL cluster, a broker process and topics of its own.
 func TestResilience(t *testing.T) {

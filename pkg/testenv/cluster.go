@@ -22,7 +22,7 @@ import (
 
 // installHint is how a developer provides PostgreSQL to the tests.
 const installHint = "provide PostgreSQL for the integration tests: install the server binaries " +
-	"(`apt-get install -y postgresql`; initdb and pg_ctl are looked up on PATH and under /usr/lib/postgresql/*/bin), " +
+	"(`apt-get install -y postgresql`; initdb and pg_ctl are looked up on PATH, under /usr/lib/postgresql/*/bin and /usr/pgsql-*/bin), " +
 	"or start a Docker daemon, or set TEST_DATABASE_URL=postgres://user:pass@host:5432/postgres?sslmode=disable " +
 	"(a role allowed to CREATE DATABASE)"
 

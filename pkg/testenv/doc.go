@@ -30,8 +30,8 @@
 //     single-node KRaft apache/kafka advertising 127.0.0.1 and the host port.
 //     Set TESTENV_NO_DOCKER=1 to skip this step.
 //  3. Local: a throwaway cluster from the PostgreSQL server binaries (initdb
-//     and pg_ctl on PATH or under /usr/lib/postgresql/*/bin), and kfake, the
-//     Kafka broker of franz-go, in process.
+//     and pg_ctl on PATH, under /usr/lib/postgresql/*/bin or
+//     /usr/pgsql-*/bin), and kfake, the Kafka broker of franz-go, in process.
 //
 // Without any PostgreSQL, tests fail (never skip) and say how to provide one.
 //

@@ -56,7 +56,7 @@ func lookupPGBinaries() (*pgBinaries, error) {
 		matches2, _ := filepath.Glob("/usr/pgsql-*/bin/pg_ctl")
 		matches = append(matches, matches2...)
 		if len(matches) == 0 {
-			return nil, errors.New("pg_ctl not found on PATH nor under /usr/lib/postgresql/*/bin")
+			return nil, errors.New("pg_ctl not found on PATH nor under /usr/lib/postgresql/*/bin or /usr/pgsql-*/bin")
 		}
 		slices.SortFunc(matches, func(a, b string) int { return pgMajor(b) - pgMajor(a) }) // newest first
 		dir = filepath.Dir(matches[0])

@@ -162,8 +162,7 @@ func TestProxiedKafka(t *testing.T) {
 }
 
 // TestQueryExecModeURL: with TESTENV_QUERY_EXEC_MODE set, test databases
-// come with that mode, and a query with a uuid array parameter shows what
-// the mode changes.
+// come with that mode, and a query with a text array parameter runs in it.
 func TestQueryExecModeURL(t *testing.T) {
 	t.Setenv(testenv.EnvQueryExecMode, "simple_protocol")
 	u := testenv.DatabaseURL(t)

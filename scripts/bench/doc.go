@@ -3,11 +3,13 @@
 // otherwise idle machine, so `make test` does not run it.
 //
 // One file per phase (ingest.go, ceiling_ingest.go, relay.go,
-// ceiling_relay.go, latency.go, floor.go, backlog.go), each a [phase] in
-// main.go's list: a name for BENCH_ONLY, a share of the time budget and a
-// function that repeats its runs until its deadline; sampler.go observes
-// each run (CPU per process, PostgreSQL wait events), measure.go is the
-// stream-and-consume measurement the latency and floor phases share,
+// ceiling_relay.go, ceiling_relaydb.go, latency.go, floor.go, backlog.go),
+// each a [phase] in main.go's list: a name for BENCH_ONLY, a share of the
+// time budget and a function that repeats its runs until its deadline;
+// sampler.go observes each run (CPU per process, PostgreSQL wait events),
+// batchshape.go the ingestor's transactions per second during a latency
+// run, measure.go is the stream-and-consume measurement the latency and
+// floor phases share,
 // clients.go the bench's own Kafka clients and their settings, rows.go the
 // service's rows built for the ceilings, budget.go the stage budget read
 // from the binaries' /metrics, targets.go issue 13's targets against the
@@ -20,8 +22,9 @@
 // Everything runs as in production, on one machine: a local PostgreSQL
 // cluster with fsync, synchronous_commit and full_page_writes on
 // (testenv.NewPostgresCluster with Fsync), the development broker
-// (scripts/devbroker, kfake) as a child process, and bin/ingestor and
-// bin/outbox-relay as real processes (pkg/e2e's harness). It measures
+// (scripts/devbroker, kfake) as a child process, and the service's two
+// binaries (built by the rig, or taken from RIG_BINARIES) as real processes
+// (pkg/e2e's harness). It measures
 //
 //   - ingest passports/s with INGEST_BATCH_SIZE=1 and with the default, on a
 //     pre-filled input topic, from the first committed offset until the
@@ -44,6 +47,8 @@
 //     per transaction, two connections);
 //   - the relay ceiling: the same records produced by a producer with the
 //     relay's settings, without the database;
+//   - the relay's database bound: pkg/relay's own code on a copy of the same
+//     database, with a publisher that acknowledges at once (no Kafka);
 //   - the latency floor: the two Kafka hops alone at the same rates.
 //
 // Each figure is the median of several runs (BENCH_RUNS, default 3; fewer

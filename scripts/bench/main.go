@@ -30,8 +30,8 @@ type config struct {
 	warmFor     time.Duration
 	backlogRows int
 	budget      time.Duration
-	// only names the phases to run (see phases; relay and backlog need
-	// ingest); empty runs all.
+	// only names the phases to run (see phases; relay, relay-db and backlog
+	// need ingest); empty runs all.
 	only []string
 	// serviceEnv is added to both binaries' environment in every phase
 	// (BENCH_SERVICE_ENV, comma-separated NAME=value), to compare a setting
@@ -107,7 +107,7 @@ type phase struct {
 }
 
 // phases are run in this order, each ceiling next to the service figure it
-// bounds; relay and backlog copy the ingest phase's databases.
+// bounds; relay, relay-db and backlog copy the ingest phase's databases.
 func phases() []phase {
 	return []phase{
 		{"ingest", 0.20, func(b *bench, d time.Time, r *results) { r.ing = b.ingestPhase(d) }},

@@ -11,8 +11,7 @@
 //
 // The relay's vacuum gauges (route_passport_db_oldest_xact_age_seconds,
 // route_passport_outbox_{live,dead}_tuples, route_passport_outbox_table_bytes)
-// come with the relay's table-health change; without it the test names the
-// rules and panels that use them.
+// are among them: the test requires each one that a rule or panel names.
 //
 // The rendered rules and scrape settings come from
 // `scripts/chart-check.sh --monitoring-out DIR` (helm + charts/test/cmd/promextract):

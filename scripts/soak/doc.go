@@ -9,7 +9,7 @@
 // process) and pkg/e2e (the binaries as child processes) hand out their
 // services to a testing.TB, which scripts/internal/progtb provides; the CPU
 // readers are scripts/internal/machine's. scripts/soak.sh builds and runs it
-// (flags: -large, -timeout); `make test` only compiles it.
+// (flags: -large, -timeout); `make test` builds it and runs its unit tests.
 //
 // # What a soak does
 //
@@ -27,8 +27,8 @@
 //     hour-long report query that holds vacuum's xmin horizon back.
 //   - verdict.go: the targets of issue 12 item 4, PASS/FAIL each.
 //   - report.go and chart.go: soak-report.md (per-minute table,
-//     targets, machine state), soak.csv and soak.png (p99, pending and
-//     outbox size over time).
+//     targets, machine state), soak-samples.csv and soak-chart.png, named
+//     after the report (p99, pending and outbox size over time).
 //
 // # Knobs (environment)
 //
@@ -39,6 +39,7 @@
 // the CSV and chart are written next to it), SOAK_RELAY_ENV (extra
 // space-separated NAME=value settings for the relay), SOAK_PG_SETTINGS
 // (space-separated name=value server settings, e.g. autovacuum_naptime=10s),
+// SOAK_SAMPLE (10s: the sampling step),
 // DEVBROKER_RETENTION (make soak: 1h; the dev broker drops records older
 // than it, so that an hours-long soak does not hold every record in its
 // memory; an input lag older than it would lose input, as on a real

@@ -59,8 +59,9 @@ func runLarge(t testing.TB) {
 	}
 	sRes, lRes := best(smalls), best(larges)
 
-	// The sweep: the relay with the default retention deletes the 20 M rows
-	// (published 30 days ago). Its first sweep starts a minute after start.
+	// The sweep: a relay with OUTBOX_RETENTION=168h deletes the 20 M rows
+	// (published 30 days ago), its first sweep one OUTBOX_RETENTION_INTERVAL
+	// (10 s by default) after start.
 	sw := r.sweep(large, largePool, backlog)
 	say("soak-large: sweep: %s", sw.text)
 
@@ -266,7 +267,7 @@ type swept struct {
 	drain drained
 }
 
-// sweep starts a relay with the default retention on the large outbox,
+// sweep starts a relay with OUTBOX_RETENTION=168h on the large outbox,
 // measures the sweep alone for a minute (rows/s, WAL per row), then drains
 // a backlog while it sweeps.
 func (r *rig) sweep(url string, pool *pgxpool.Pool, backlog int) swept {
@@ -280,7 +281,7 @@ func (r *rig) sweep(url string, pool *pgxpool.Pool, backlog int) swept {
 		_ = pool.QueryRow(ctx, `select coalesce(sum(calls),0)::bigint, coalesce(sum(total_exec_time),0)::float8 from pg_stat_statements where query like '%delete from route_passport_outbox%'`).Scan(&calls, &ms)
 		return
 	}
-	// Wait for the first sweep (a minute after start).
+	// Wait for the first sweep (one retention interval after start).
 	d0, _, _, _ := read()
 	for i := 0; i < 150; i++ {
 		time.Sleep(time.Second)

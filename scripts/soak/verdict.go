@@ -50,8 +50,9 @@ func phasesOf(r *run) phases {
 		p.baseFrom = p.baseTo / 3
 	}
 	p.tailFrom = max(c.duration-5*time.Minute, p.holdTo+(c.duration-p.holdTo)/2)
-	// The sweep runs every minute and deletes what is past retention, so a
-	// row lives up to retention + 1 minute; the next sample is the reference.
+	// The sweep runs every OUTBOX_RETENTION_INTERVAL (10 s by default) and
+	// deletes what is past retention, so a row lives a little past it;
+	// retention + 2 minutes leaves room, and the next sample is the reference.
 	p.sizeRef = c.retention + 2*time.Minute
 	p.settle = p.holdTo + min(5*time.Minute, (c.duration-p.holdTo)/2)
 	return p
