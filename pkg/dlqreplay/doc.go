@@ -26,6 +26,7 @@
 //
 // Settings come from the ingestor's environment: KAFKA_BOOTSTRAP_SERVERS
 // (required), KAFKA_PROPERTY_* (TLS, SASL ...), TOPIC_INPUT, TOPIC_INPUT_DLQ,
+// TOPIC_PROCESSED_ROUTE and TOPIC_ROUTE_GEOREFERENCE (refused as --to),
 // LOG_FORMAT, LOG_LEVEL. DATABASE_URL is not needed.
 //
 //	ingestor dlq-replay [--partition N[,N...]] [--from-offset N] [--to-offset N]
@@ -50,13 +51,18 @@
 //   - --dry-run: list the selected records and send nothing.
 //
 // All given conditions must hold. Every selected record gets one line on
-// standard output (would-replay, replayed or failed) with its DLQ partition,
-// offset and time, original topic/partition/offset/time, category, field,
-// exception message, key and value size (never the value), then a summary:
+// standard output (would-replay, replayed or failed; cannot-replay for one
+// dead-lettered without its value) with its DLQ partition, offset and time,
+// original topic/partition/offset/time, category, field, exception message,
+// key and value size (never the value), then, when the run completed, a
+// summary:
 //
 //	dlq-replay: dry_run=false selected=3 replayed=3 skipped=7 failed=0 scanned=10
 //
-// skipped counts records read but not selected. Exit status: 0 when every
+// skipped counts records read but not selected; " omitted=N" is added when
+// records could not be replayed for want of their value. A run stopped by
+// an error after it read records prints the same counts after
+// "dlq-replay: INCOMPLETE, stopped by an error:" instead. Exit status: 0 when every
 // selected record was acknowledged, 1 when a delivery failed or the DLQ
 // could not be read (the failed lines name the records; rerun with
 // --from-offset to resume), 2 on a bad flag or setting.

@@ -53,8 +53,9 @@
 //     errors from the library are reported at data.geometry.
 //   - Date-times must be representable as years 0000–9999 in UTC, the
 //     range of RFC 3339 output.
-//   - Reasons never quote producer strings or numbers, so they can be
-//     logged (contract §5: payloads never appear in logs).
+//   - Reasons never quote producer strings or numbers (a syntax error names
+//     its one unexpected character), so they can be logged (contract §5:
+//     payloads never appear in logs).
 //
 // [Passport.Payload] renders the frozen output documents by appending to a
 // byte slice. The output is deterministic byte for byte, because it is stored

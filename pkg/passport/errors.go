@@ -9,17 +9,21 @@ import "github.com/pcp/route-processing/pkg/dlq"
 type ContractError struct {
 	// Field is the dotted JSON path from the envelope root with array
 	// elements as [i], e.g. "data.geometry.coordinates[0][3]". It is empty
-	// when the value is not a JSON object at all, which is when the DLQ
-	// contract wants the pcp-error-field header left out.
+	// when no member can be named (a value that is not a JSON object, empty,
+	// oversized or begins with a BOM, a syntax error, a member name on the
+	// path that is not UTF-8), when the DLQ contract wants the
+	// pcp-error-field header left out.
 	Field string
 	// Reason is a human-readable reason; it names the field itself so it
 	// can be used as the DLQ exception message on its own. It does not
 	// quote the producer's string or number values, so it can be logged
-	// (only paths, counts and the geometry library's diagnosis appear).
+	// (only paths, counts, the geometry library's diagnosis and, for a
+	// syntax error, the one unexpected character appear).
 	Reason string
 }
 
-// Error returns the reason; the field is already part of it.
+// Error returns the reason after "contract violation: "; the field is
+// already part of it.
 func (e *ContractError) Error() string {
 	return "contract violation: " + e.Reason
 }

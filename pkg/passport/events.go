@@ -27,8 +27,9 @@ type EventConfig struct {
 type Accepted struct {
 	Passport *Passport
 	Source   record.Record
-	// Events are inserted only when the route has none yet: the first
-	// accepted record of a route freezes them.
+	// Events are inserted only when the route's passport row is new: the
+	// first accepted record of a route freezes them, even after retention
+	// deleted them.
 	Events []outbox.Event
 }
 

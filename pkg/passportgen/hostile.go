@@ -124,8 +124,9 @@ func oversized(rng *rand.Rand) []byte {
 	return encode(nil, env)
 }
 
-// fieldPaths are where wrongType and badValue strike: the envelope ids and
-// every member of data and data.properties the contract reads.
+// propertyNames are the data.properties members the contract reads;
+// wrongType and badValue strike them, and the envelope ids and data members
+// directly.
 var propertyNames = []string{
 	"pcp:route_id", "pcp:route_name_full", "pcp:route_name_short", "platform",
 	"pcp:platform_full", "sat:absolute_orbit", "sat:orbit_state",

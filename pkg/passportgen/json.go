@@ -55,8 +55,8 @@ func (o obj) del(k string) obj {
 	return out
 }
 
-// encode appends the JSON text of v. Supported: obj, []any, [][]float64
-// rings, string, num, raw, float64, int, int64, bool and nil.
+// encode appends the JSON text of v. Supported: obj, []any, []float64 (a
+// position), string, num, raw, float64, int, int64, bool and nil.
 func encode(b []byte, v any) []byte {
 	switch v := v.(type) {
 	case nil:

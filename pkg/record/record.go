@@ -1,6 +1,6 @@
 // Package record holds the Kafka record as the service's own packages see it:
-// plain data without the client library, so that ingest, relay and dlqreplay
-// build and test without cgo. kafkax converts between it and
+// plain data without the client library, so that ingest and relay build
+// and test without cgo. kafkax converts between it and
 // confluent-kafka-go's message; nothing else does.
 package record
 

@@ -57,8 +57,9 @@ func (e *Error) Setting() string { return e.Var }
 //
 // With export on, New first rejects, with an *Error, any of those values
 // the SDK would drop or replace by a default, and sends the SDK's own
-// diagnostics to logger from then on. With export off it reads nothing
-// else, so stale values do no harm.
+// diagnostics to logger from then on. With export off it reads only
+// OTEL_SDK_DISABLED and OTEL_TRACES_EXPORTER (a value other than otlp or
+// none is refused even then), so other stale values do no harm.
 func New(ctx context.Context, logger *slog.Logger, service, version string) (*Provider, error) {
 	getenv := os.Getenv
 	off := &Provider{TracerProvider: noop.NewTracerProvider(), Shutdown: func(context.Context) error { return nil }}
