@@ -40,6 +40,7 @@ func TestProduction(t *testing.T) {
 	t.Run("pg-blackhole", func(t *testing.T) { testPGBlackhole(t, bins) })
 	t.Run("kafka-blackhole", func(t *testing.T) { t.Parallel(); testKafkaBlackhole(t, bins) })
 	t.Run("kafka-slow-link", func(t *testing.T) { t.Parallel(); testKafkaSlowLink(t, bins) })
+	t.Run("kafka-slow-start", func(t *testing.T) { t.Parallel(); testKafkaSlowStart(t, bins) })
 	t.Run("failover", func(t *testing.T) { testFailover(t, bins) })
 	t.Run("pg-outage-recovery", func(t *testing.T) { testPGOutageRecovery(t, bins) })
 	t.Run("broker-freeze-recovery", func(t *testing.T) { testBrokerFreezeRecovery(t, bins) })
@@ -460,6 +461,41 @@ func testKafkaSlowLink(t *testing.T, bins Binaries) {
 			t.Errorf("%s not ready in %d of %d polls with broker replies %s late, want at most 25 %%", which, c[0], c[1], latency)
 		}
 	}
+}
+
+// testKafkaSlowStart: the broker's replies are 2 s ± 100 ms late before
+// either binary starts, so every connection is set up over the slow link
+// (in kafka-slow-link they were made before it slowed down). A connection's
+// setup includes an ApiVersion round trip, which must fit within
+// socket.connection.setup.timeout.ms: both binaries become ready, consume
+// and publish everything, nothing lost. Before the bound was raised from
+// 2 s, no connection was ever made (librdkafka: "Connection setup timed out
+// in state APIVERSION_QUERY"), and neither binary became ready.
+func testKafkaSlowStart(t *testing.T, bins Binaries) {
+	const n, rate = 600, 30
+	const latency, jitter = 3 * time.Second, 100 * time.Millisecond
+	start := time.Now()
+	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	u := pg.CreateDatabase(t, "pcp_route_processing", false)
+	k := testenv.NewProxiedKafka(t, 3)
+	s := newProdStack(t, bins, "kafkaslowstart", prodEnv{ServiceDB: u, Bootstrap: k.Addr(),
+		RelayEnv: []string{"OUTBOX_LOCK_TIMEOUT=" + relay.Config{}.WithDefaults().LockTimeout.String()}})
+	k.Proxy.Latency(t, latency, jitter)
+	slowed := time.Now()
+	s.startBoth()
+	ready := time.Since(slowed)
+	recs := GenValid(37, n)
+	p := NewProducer(t, s.bootstrap, s.topics.Input)
+	<-streamAsync(p, recs, rate) // 20 s
+	p.Wait(2 * time.Minute)
+	converge(t, s, 2*n, 3*time.Minute)
+	v := s.tally(recs)
+	report(t, "kafka-slow-start", v.String(), fmt.Sprintf("latency=%s±%s", latency, jitter),
+		fmt.Sprintf("both-ready-after=%s", secs(ready)),
+		exits(s),
+		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
+	checkClean(t, v, 2*n, 0)
+	checkNoExits(t, s)
 }
 
 // testKafkaBlackhole: the broker behind a fault proxy that it advertises;

@@ -52,12 +52,16 @@ var clientDefaults = kafka.ConfigMap{
 	// handshake and an ApiVersion request).
 	"reconnect.backoff.ms":     100,
 	"reconnect.backoff.max.ms": 1000,
-	// A connection attempt to a broker that is frozen or behind a blackhole
-	// can hang in SYN retransmits (1s, 3s, 7s …) long after the broker is
-	// back; librdkafka's default abandons it only after 30s. 2s covers TCP,
-	// TLS and SASL on any sane network (override with, e.g.,
-	// KAFKA_PRODUCER_PROPERTY_SOCKET_CONNECTION_SETUP_TIMEOUT_MS).
-	"socket.connection.setup.timeout.ms": 2000,
+	// A connection attempt to a broker behind a blackhole can hang in SYN
+	// retransmits (1s, 3s, 7s …) or on a request the link dropped long
+	// after the broker is back; librdkafka's default abandons it only after
+	// 30s. The bound covers the whole setup, ApiVersion round trip
+	// included: 2s (until 2026-12-04) made no connection at all over a link
+	// whose replies take 2 s or more (pkg/e2e kafka-slow-start), where 5s
+	// still connects over 3-s replies, or TLS and SASL at a 1-s round trip,
+	// and kept kafka-blackhole's recovery as it was (override with, e.g.,
+	// KAFKA_PROPERTY_SOCKET_CONNECTION_SETUP_TIMEOUT_MS).
+	"socket.connection.setup.timeout.ms": 5000,
 }
 
 // configMap builds a librdkafka configuration: clientDefaults and the
