@@ -41,6 +41,7 @@ func TestProduction(t *testing.T) {
 	t.Run("kafka-blackhole", func(t *testing.T) { t.Parallel(); testKafkaBlackhole(t, bins) })
 	t.Run("kafka-slow-link", func(t *testing.T) { t.Parallel(); testKafkaSlowLink(t, bins) })
 	t.Run("kafka-slow-start", func(t *testing.T) { t.Parallel(); testKafkaSlowStart(t, bins) })
+	t.Run("kafka-resets", func(t *testing.T) { t.Parallel(); testKafkaResets(t, bins) })
 	t.Run("failover", func(t *testing.T) { testFailover(t, bins) })
 	t.Run("pg-outage-recovery", func(t *testing.T) { testPGOutageRecovery(t, bins) })
 	t.Run("broker-freeze-recovery", func(t *testing.T) { testBrokerFreezeRecovery(t, bins) })
@@ -495,6 +496,53 @@ func testKafkaSlowStart(t *testing.T, bins Binaries) {
 		exits(s),
 		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
 	checkClean(t, v, 2*n, 0)
+	checkNoExits(t, s)
+}
+
+// testKafkaResets: the Kafka link resets every connection (RST) five times
+// for 300 ms mid-stream, the input's, the DLQ's and the outputs' alike, as
+// pg-resets does to PostgreSQL's. Nothing lost or dead-lettered, no attempt
+// burnt (a reset connection is the client's to redo, not the row's), and
+// writing and publishing go on within 10 s of the last reset.
+func testKafkaResets(t *testing.T, bins Binaries) {
+	const n, rate = 4_000, 200
+	start := time.Now()
+	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	u := pg.CreateDatabase(t, "pcp_route_processing", false)
+	k := testenv.NewProxiedKafka(t, 3)
+	s := newProdStack(t, bins, "kafkaresets", prodEnv{ServiceDB: u, Bootstrap: k.Addr()})
+	s.startBoth()
+	recs := GenValid(43, n)
+	p := NewProducer(t, s.bootstrap, s.topics.Input)
+	m := startMonitor(s)
+	streamed := streamAsync(p, recs, rate) // 20 s
+	var healed time.Time
+	for range 5 {
+		time.Sleep(3 * time.Second)
+		k.Proxy.ResetPeer(t)
+		time.Sleep(300 * time.Millisecond)
+		k.Proxy.Heal(t, "reset")
+		healed = time.Now()
+	}
+	<-streamed
+	p.Wait(2 * time.Minute)
+	converge(t, s, 2*n, 2*time.Minute)
+	m.halt()
+	v := s.tally(recs)
+	retries, _ := s.relay.Metric("route_passport_outbox_retry_total")
+	writing, publishing := m.moving(false, healed), m.moving(true, healed)
+	report(t, "kafka-resets", v.String(), "resets=5x300ms",
+		fmt.Sprintf("writing-after-last-reset=%s publishing-after-last-reset=%s", secs(writing), secs(publishing)),
+		fmt.Sprintf("relay-retries=%.0f", retries),
+		exits(s),
+		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
+	checkClean(t, v, 2*n, 0)
+	if retries != 0 {
+		t.Errorf("relay retries %.0f, want 0: a reset connection burns no attempt", retries)
+	}
+	if writing < 0 || writing > 10*time.Second || publishing < 0 || publishing > 10*time.Second {
+		t.Errorf("after the last reset: writing again %s, publishing again %s; want both ≤ 10s", secs(writing), secs(publishing))
+	}
 	checkNoExits(t, s)
 }
 
