@@ -42,6 +42,8 @@ func TestProduction(t *testing.T) {
 	t.Run("kafka-slow-link", func(t *testing.T) { t.Parallel(); testKafkaSlowLink(t, bins) })
 	t.Run("kafka-slow-start", func(t *testing.T) { t.Parallel(); testKafkaSlowStart(t, bins) })
 	t.Run("kafka-resets", func(t *testing.T) { t.Parallel(); testKafkaResets(t, bins) })
+	t.Run("pg-hole-at-start", func(t *testing.T) { t.Parallel(); testPGHoleAtStart(t, bins) })
+	t.Run("kafka-hole-at-start", func(t *testing.T) { t.Parallel(); testKafkaHoleAtStart(t, bins) })
 	t.Run("failover", func(t *testing.T) { testFailover(t, bins) })
 	t.Run("pg-outage-recovery", func(t *testing.T) { testPGOutageRecovery(t, bins) })
 	t.Run("broker-freeze-recovery", func(t *testing.T) { testBrokerFreezeRecovery(t, bins) })
@@ -544,6 +546,70 @@ func testKafkaResets(t *testing.T, bins Binaries) {
 		t.Errorf("after the last reset: writing again %s, publishing again %s; want both ≤ 10s", secs(writing), secs(publishing))
 	}
 	checkNoExits(t, s)
+}
+
+// runHoleAtStart: the link to one dependency holds every byte before
+// either binary starts, for 15 s; the binaries start anyway, are not
+// ready, and become ready within 10 s of the link coming back, then carry every passport (streamed from the start when the
+// input's broker is reachable, after the heal when the hole is Kafka's).
+// An operator's rollout during an incident must not need a second one.
+func runHoleAtStart(t *testing.T, name string, s *stack, px *testenv.FaultProxy, kafka bool) {
+	const n, rate = 1_000, 100
+	px.Blackhole(t)
+	s.ingestor.Start()
+	s.relay.Start()
+	recs := GenValid(47, n)
+	var p *Producer
+	var streamed <-chan struct{}
+	if !kafka {
+		p = NewProducer(t, s.bootstrap, s.topics.Input)
+		streamed = streamAsync(p, recs, rate)
+	}
+	time.Sleep(15 * time.Second)
+	ingReady, relReady := s.ingestor.Ready(), s.relay.Ready()
+	px.Heal(t, "blackhole")
+	healed := time.Now()
+	if err := s.ingestor.WaitReadyErr(60 * time.Second); err != nil {
+		t.Errorf("ingestor: %v", err)
+	}
+	ingAfter := time.Since(healed)
+	if err := s.relay.WaitReadyErr(60 * time.Second); err != nil {
+		t.Errorf("relay: %v", err)
+	}
+	relAfter := time.Since(healed)
+	if kafka {
+		p = NewProducer(t, s.bootstrap, s.topics.Input)
+		streamed = streamAsync(p, recs, rate)
+	}
+	<-streamed
+	p.Wait(2 * time.Minute)
+	converge(t, s, 2*n, 2*time.Minute)
+	v := s.tally(recs)
+	report(t, name, v.String(), fmt.Sprintf("ready-in-hole=ingestor:%t,relay:%t", ingReady, relReady),
+		fmt.Sprintf("ready-after-heal=ingestor:%s,relay:%s", secs(ingAfter), secs(relAfter)), exits(s))
+	if ingReady || relReady {
+		t.Errorf("ready in the hole: ingestor %t relay %t", ingReady, relReady)
+	}
+	if ingAfter > 10*time.Second || relAfter > 10*time.Second {
+		t.Errorf("ready %s (ingestor) and %s (relay) after the heal, want ≤ 10s", secs(ingAfter), secs(relAfter))
+	}
+	checkClean(t, v, 2*n, 0)
+	checkNoExits(t, s)
+}
+
+// testPGHoleAtStart: runHoleAtStart with PostgreSQL's link in the hole.
+func testPGHoleAtStart(t *testing.T, bins Binaries) {
+	s, px := pgProxyStack(t, bins, "pgholestart")
+	runHoleAtStart(t, "pg-hole-at-start", s, px, false)
+}
+
+// testKafkaHoleAtStart: runHoleAtStart with the brokers' link in the hole.
+func testKafkaHoleAtStart(t *testing.T, bins Binaries) {
+	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	u := pg.CreateDatabase(t, "pcp_route_processing", false)
+	k := testenv.NewProxiedKafka(t, 3)
+	s := newProdStack(t, bins, "kafkaholestart", prodEnv{ServiceDB: u, Bootstrap: k.Addr()})
+	runHoleAtStart(t, "kafka-hole-at-start", s, k.Proxy, true)
 }
 
 // testKafkaBlackhole: the broker behind a fault proxy that it advertises;
