@@ -60,10 +60,10 @@
 //	dlq-replay: dry_run=false selected=3 replayed=3 skipped=7 failed=0 scanned=10
 //
 // skipped counts records read but not selected; " omitted=N" is added when
-// records could not be replayed for want of their value. A run stopped by
-// an error after it read records prints the same counts after
-// "dlq-replay: INCOMPLETE, stopped by an error:" instead. Exit status: 0 when every
-// selected record was acknowledged, 1 when a delivery failed or the DLQ
+// records could not be replayed for want of their value. A run stopped by an
+// error after it read records prints the same counts after
+// "dlq-replay: INCOMPLETE, stopped by an error:" instead. Exit status: 0 when
+// every selected record was acknowledged, 1 when a delivery failed or the DLQ
 // could not be read (the failed lines name the records; rerun with
 // --from-offset to resume), 2 on a bad flag or setting.
 //

@@ -20,14 +20,14 @@ import (
 // dependency. Every scenario streams passports while the fault happens and
 // prints a figures line (produced, lost, duplicates, dlq, failed, and the
 // seconds things took). Two run at a time, like TestResilience, except
-// pg-blackhole, the failover and the two recovery scenarios, which run
-// first and alone: they time the recovery within seconds, and beside
-// another stack (a PostgreSQL, a broker and both binaries, all busy) they
-// measured the neighbour (CI: 500-passport batches taking 3 s instead of 0.1 s after
-// the outage; the failover's writing after the promotion spread over
-// 1.7–7.9 s against its 10-s bound; with two CPU-bound loops beside it,
-// 500-passport writes took 2–4 s, one ran out of its bound, and writing
-// resumed 10.6 s after the promotion).
+// pg-blackhole, the failover and the two recovery scenarios, which run first
+// and alone: they time the recovery within seconds, and beside another stack
+// (a PostgreSQL, a broker and both binaries, all busy) they measured the
+// neighbour (CI: 500-passport batches taking 3 s instead of 0.1 s after the
+// outage; the failover's writing after the promotion spread over 1.7–7.9 s
+// against its 10-s bound; with two CPU-bound loops beside it, 500-passport
+// writes took 2–4 s, one ran out of its bound, and writing resumed 10.6 s
+// after the promotion).
 func TestProduction(t *testing.T) {
 	bins := BuildBinaries(t, t.TempDir())
 	t.Run("pgbouncer", func(t *testing.T) { t.Parallel(); testPgBouncer(t, bins) })
@@ -288,6 +288,18 @@ func pgProxyStack(t *testing.T, bins Binaries, name string, relayEnv ...string) 
 	return s, px
 }
 
+// kafkaProxyStack is a stack whose every Kafka client (the test's too)
+// reaches the broker through a fault proxy (testenv.NewProxiedKafka), with
+// a database of its own reached directly.
+func kafkaProxyStack(t *testing.T, bins Binaries, name string, relayEnv ...string) (*stack, *testenv.FaultProxy) {
+	t.Helper()
+	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	u := pg.CreateDatabase(t, "pcp_route_processing", false)
+	k := testenv.NewProxiedKafka(t, 3)
+	s := newProdStack(t, bins, name, prodEnv{ServiceDB: u, Bootstrap: k.Addr(), RelayEnv: relayEnv})
+	return s, k.Proxy
+}
+
 // testPGLatency: 100 ms ± 50 ms on every answer from PostgreSQL for the
 // whole stream.
 func testPGLatency(t *testing.T, bins Binaries) {
@@ -434,13 +446,10 @@ func testKafkaSlowLink(t *testing.T, bins Binaries) {
 	const n, rate = 2_000, 100
 	const latency, jitter = 2 * time.Second, 100 * time.Millisecond
 	start := time.Now()
-	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
-	u := pg.CreateDatabase(t, "pcp_route_processing", false)
-	k := testenv.NewProxiedKafka(t, 3)
-	s := newProdStack(t, bins, "kafkaslow", prodEnv{ServiceDB: u, Bootstrap: k.Addr(),
-		RelayEnv: []string{"OUTBOX_LOCK_TIMEOUT=" + relay.Config{}.WithDefaults().LockTimeout.String()}})
+	s, px := kafkaProxyStack(t, bins, "kafkaslow",
+		"OUTBOX_LOCK_TIMEOUT="+relay.Config{}.WithDefaults().LockTimeout.String())
 	s.startBoth()
-	k.Proxy.Latency(t, latency, jitter)
+	px.Latency(t, latency, jitter)
 	recs := GenValid(31, n)
 	p := NewProducer(t, s.bootstrap, s.topics.Input)
 	m := startMonitor(s)
@@ -478,12 +487,9 @@ func testKafkaSlowStart(t *testing.T, bins Binaries) {
 	const n, rate = 600, 30
 	const latency, jitter = 3 * time.Second, 100 * time.Millisecond
 	start := time.Now()
-	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
-	u := pg.CreateDatabase(t, "pcp_route_processing", false)
-	k := testenv.NewProxiedKafka(t, 3)
-	s := newProdStack(t, bins, "kafkaslowstart", prodEnv{ServiceDB: u, Bootstrap: k.Addr(),
-		RelayEnv: []string{"OUTBOX_LOCK_TIMEOUT=" + relay.Config{}.WithDefaults().LockTimeout.String()}})
-	k.Proxy.Latency(t, latency, jitter)
+	s, px := kafkaProxyStack(t, bins, "kafkaslowstart",
+		"OUTBOX_LOCK_TIMEOUT="+relay.Config{}.WithDefaults().LockTimeout.String())
+	px.Latency(t, latency, jitter)
 	slowed := time.Now()
 	s.startBoth()
 	ready := time.Since(slowed)
@@ -509,10 +515,7 @@ func testKafkaSlowStart(t *testing.T, bins Binaries) {
 func testKafkaResets(t *testing.T, bins Binaries) {
 	const n, rate = 4_000, 200
 	start := time.Now()
-	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
-	u := pg.CreateDatabase(t, "pcp_route_processing", false)
-	k := testenv.NewProxiedKafka(t, 3)
-	s := newProdStack(t, bins, "kafkaresets", prodEnv{ServiceDB: u, Bootstrap: k.Addr()})
+	s, px := kafkaProxyStack(t, bins, "kafkaresets")
 	s.startBoth()
 	recs := GenValid(43, n)
 	p := NewProducer(t, s.bootstrap, s.topics.Input)
@@ -521,9 +524,9 @@ func testKafkaResets(t *testing.T, bins Binaries) {
 	var healed time.Time
 	for range 5 {
 		time.Sleep(3 * time.Second)
-		k.Proxy.ResetPeer(t)
+		px.ResetPeer(t)
 		time.Sleep(300 * time.Millisecond)
-		k.Proxy.Heal(t, "reset")
+		px.Heal(t, "reset")
 		healed = time.Now()
 	}
 	<-streamed
@@ -548,11 +551,12 @@ func testKafkaResets(t *testing.T, bins Binaries) {
 	checkNoExits(t, s)
 }
 
-// runHoleAtStart: the link to one dependency holds every byte before
-// either binary starts, for 15 s; the binaries start anyway, are not
-// ready, and become ready within 10 s of the link coming back, then carry every passport (streamed from the start when the
-// input's broker is reachable, after the heal when the hole is Kafka's).
-// An operator's rollout during an incident must not need a second one.
+// runHoleAtStart: the link to one dependency holds every byte before either
+// binary starts, for 15 s; the binaries start anyway, are not ready, and
+// become ready within 10 s of the link coming back, then carry every
+// passport (streamed from the start when the input's broker is reachable,
+// after the heal when the hole is Kafka's). An operator's rollout during an
+// incident must not need a second one.
 func runHoleAtStart(t *testing.T, name string, s *stack, px *testenv.FaultProxy, kafka bool) {
 	const n, rate = 1_000, 100
 	px.Blackhole(t)
@@ -605,11 +609,8 @@ func testPGHoleAtStart(t *testing.T, bins Binaries) {
 
 // testKafkaHoleAtStart: runHoleAtStart with the brokers' link in the hole.
 func testKafkaHoleAtStart(t *testing.T, bins Binaries) {
-	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
-	u := pg.CreateDatabase(t, "pcp_route_processing", false)
-	k := testenv.NewProxiedKafka(t, 3)
-	s := newProdStack(t, bins, "kafkaholestart", prodEnv{ServiceDB: u, Bootstrap: k.Addr()})
-	runHoleAtStart(t, "kafka-hole-at-start", s, k.Proxy, true)
+	s, px := kafkaProxyStack(t, bins, "kafkaholestart")
+	runHoleAtStart(t, "kafka-hole-at-start", s, px, true)
 }
 
 // testKafkaBlackhole: the broker behind a fault proxy that it advertises;
@@ -621,20 +622,17 @@ func testKafkaBlackhole(t *testing.T, bins Binaries) {
 	const n, rate = 6_000, 200
 	const hole = 20 * time.Second
 	start := time.Now()
-	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
-	u := pg.CreateDatabase(t, "pcp_route_processing", false)
-	k := testenv.NewProxiedKafka(t, 3)
-	s := newProdStack(t, bins, "kafkahole", prodEnv{ServiceDB: u, Bootstrap: k.Addr()})
+	s, px := kafkaProxyStack(t, bins, "kafkahole")
 	s.startBoth()
 	recs := GenValid(27, n)
 	p := NewProducer(t, s.bootstrap, s.topics.Input)
 	m := startMonitor(s)
 	streamed := streamAsync(p, recs, rate) // 30 s, stalled by the blackhole
 	time.Sleep(6 * time.Second)
-	k.Proxy.Blackhole(t)
+	px.Blackhole(t)
 	holed := time.Now()
 	time.Sleep(hole)
-	k.Proxy.Heal(t, "blackhole")
+	px.Heal(t, "blackhole")
 	healed := time.Now()
 	<-streamed
 	p.Wait(3 * time.Minute)

@@ -10,9 +10,10 @@ import (
 	"github.com/pcp/route-processing/pkg/passport"
 )
 
-// Config configures an [Ingestor] ([New], [Ingestor.Run]). [DefaultConfig] holds every default; [New]
-// fills the fields left zero whose zero value means nothing (sizes,
-// timeouts), never RecordRetries nor BatchMaxWait, whose zero is a setting.
+// Config configures an [Ingestor] ([New], [Ingestor.Run]). [DefaultConfig]
+// holds every default; [New] fills the fields left zero whose zero value
+// means nothing (sizes, timeouts), never RecordRetries nor BatchMaxWait,
+// whose zero is a setting.
 type Config struct {
 	// ConsumerGroup is written to kafka_dlt-original-consumer-group.
 	ConsumerGroup string

@@ -82,7 +82,8 @@ type Lease struct {
 
 // Retry is a failed publish to record: the row's attempts grow by one; it
 // becomes FAILED when they reach the relay's OUTBOX_MAX_ATTEMPTS (written
-// into the row's max_attempts too), otherwise it is due again after Delay. Postpone uses the same shape without counting.
+// into the row's max_attempts too), otherwise it is due again after Delay.
+// Postpone uses the same shape without counting.
 type Retry struct {
 	ID    uuid.UUID
 	Token uuid.UUID

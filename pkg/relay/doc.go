@@ -88,16 +88,16 @@
 //
 // Every database call is bounded: reads and retention deletes by DBTimeout
 // (3s), claims by what the lease leaves room for (claimCall: 20s with the
-// defaults), marks and the other writes by their rows' lease (writeCall).
-// A claim or write outstanding for DBTimeout/2 (at most a second) is
-// probed, and again as often while it runs (watchWrite): a database that does not answer,
-// or a call stuck behind someone's table lock or idle transaction, turns
-// "postgres" not ready within seconds, while a call that is merely slow (a
-// held snapshot, a loaded machine) runs on. While PostgreSQL cannot be reached the relay retries the claim with
-// backoff capped at ProbeMaxBackoff. No database
-// error counts an attempt against a row: a read-only server (25006, an old
-// primary back as a standby), an administrator shutdown (57P01) and lost
-// connections (08xxx) are outages like any other.
+// defaults), marks and the other writes by their rows' lease (writeCall). A
+// claim or write outstanding for DBTimeout/2 (at most a second) is probed,
+// and again as often while it runs (watchWrite): a database that does not
+// answer, or a call stuck behind someone's table lock or idle transaction,
+// turns "postgres" not ready within seconds, while a call that is merely slow
+// (a held snapshot, a loaded machine) runs on. While PostgreSQL cannot be
+// reached the relay retries the claim with backoff capped at ProbeMaxBackoff.
+// No database error counts an attempt against a row: a read-only server
+// (25006, an old primary back as a standby), an administrator shutdown
+// (57P01) and lost connections (08xxx) are outages like any other.
 //
 // # Wake-up mode
 //

@@ -33,11 +33,12 @@ const relistenEvery = 30 * time.Second
 
 // Relisten receives a value whenever the listener should connect anew
 // (store.Listen takes it): every Config.RelistenInterval (relistenEvery by
-// default) while the relay polls because notifications do not arrive. The connection may hang without an error: a
-// frozen server, or a failover while the old primary's link holds every
-// byte, where the listener stayed on the old primary for good. Behind a
-// transaction pooler without DATABASE_LISTEN_URL it reconnects at that
-// interval, which costs one connection and the probe.
+// default) while the relay polls because notifications do not arrive. The
+// connection may hang without an error: a frozen server, or a failover while
+// the old primary's link holds every byte, where the listener stayed on the
+// old primary for good. Behind a transaction pooler without
+// DATABASE_LISTEN_URL it reconnects at that interval, which costs one
+// connection and the probe.
 func (r *Relay) Relisten() <-chan struct{} { return r.relisten }
 
 // watchListener asks for a new listener connection every relistenEvery
