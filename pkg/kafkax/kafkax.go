@@ -8,6 +8,7 @@ package kafkax
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
@@ -172,6 +173,7 @@ func bridgeLogs(logger *slog.Logger, m kafka.ConfigMap, client string) (stop fun
 	ch := make(chan kafka.LogEvent, 256)
 	m["go.logs.channel.enable"] = true
 	m["go.logs.channel"] = ch
+	setupBound := m["socket.connection.setup.timeout.ms"]
 	go func() {
 		var rep repeats
 		for e := range ch {
@@ -182,6 +184,11 @@ func bridgeLogs(logger *slog.Logger, m kafka.ConfigMap, client string) (stop fun
 			attrs := []any{"client", client, "tag", e.Tag, "name", e.Name}
 			if held > 0 {
 				attrs = append(attrs, "repeated", held)
+			}
+			if strings.Contains(e.Message, "Connection setup timed out") {
+				// Over a link slower than the bound no connection is ever
+				// made; the line alone does not say what to change.
+				attrs = append(attrs, "hint", fmt.Sprintf("a broker connection must be set up (TCP, TLS, SASL, ApiVersion) within socket.connection.setup.timeout.ms, %v ms here; if the brokers are up and the link is slow, raise it with KAFKA_PROPERTY_SOCKET_CONNECTION_SETUP_TIMEOUT_MS", setupBound))
 			}
 			// syslog levels: 0-3 error, 4 warning, 5-6 info, 7 debug.
 			lvl := slog.LevelDebug

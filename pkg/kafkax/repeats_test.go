@@ -55,3 +55,23 @@ func TestBridgeHoldsBackRepeats(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // anything else the bridge would write
 	require.Equal(t, 2, strings.Count(buf.String(), "\n"), buf.String())
 }
+
+// TestBridgeHintsAtTheSetupBound: a connection setup that timed out is
+// logged with what to change and the bound in effect, since over a link
+// slower than it no connection is ever made.
+func TestBridgeHintsAtTheSetupBound(t *testing.T) {
+	t.Parallel()
+	var buf testenv.SyncBuffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	m := kafka.ConfigMap{"socket.connection.setup.timeout.ms": 7000}
+	stop := bridgeLogs(logger, m, "producer")
+	ch := m["go.logs.channel"].(chan kafka.LogEvent)
+	ch <- kafka.LogEvent{Level: 4, Tag: "FAIL", Message: "broker:9092/bootstrap: Connection setup timed out in state APIVERSION_QUERY (after 7001ms in state APIVERSION_QUERY)"}
+	ch <- kafka.LogEvent{Level: 3, Tag: "ERROR", Message: "1/1 brokers are down"}
+	stop()
+	require.Eventually(t, func() bool { return strings.Count(buf.String(), "\n") >= 2 }, 5*time.Second, 10*time.Millisecond)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Contains(t, lines[0], "7000 ms here")
+	require.Contains(t, lines[0], "KAFKA_PROPERTY_SOCKET_CONNECTION_SETUP_TIMEOUT_MS")
+	require.NotContains(t, lines[1], "hint=", "only the setup timeout carries the hint")
+}
