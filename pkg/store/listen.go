@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -37,7 +38,7 @@ func Listen(ctx context.Context, logger *slog.Logger, databaseURL string, reconn
 	var quiet atomic.Bool
 	l := &pgxlisten.Listener{
 		Connect: func(ctx context.Context) (*pgx.Conn, error) {
-			return pgx.ConnectConfig(ctx, cfg)
+			return connectListener(ctx, cfg)
 		},
 		LogError: func(ctx context.Context, err error) {
 			switch {
@@ -75,6 +76,32 @@ func Listen(ctx context.Context, logger *slog.Logger, databaseURL string, reconn
 			logger.DebugContext(ctx, "outbox listener: connecting anew, its notifications do not arrive")
 		}
 	}
+}
+
+// keepListenerSession lifts idle_session_timeout (PostgreSQL 14+) for the
+// listener's session alone. A LISTEN session is idle by design: with the
+// timeout set for the role or the server, PostgreSQL ended it every
+// timeout (FATAL 57P05), each time a warning, notifications lost until the
+// reconnect, and the relay polling meanwhile. The pools need nothing:
+// pgxpool pings a connection idle for over a second before handing it out.
+// Nothing is SET where the setting is already 0, or unknown (before 14:
+// current_setting's missing_ok gives NULL), so a listener that runs through
+// a pooler leaves no session state behind it in the common case.
+const keepListenerSession = `select set_config('idle_session_timeout', '0', false)
+ where current_setting('idle_session_timeout', true) <> '0'`
+
+// connectListener connects the listener's session and keeps PostgreSQL from
+// ending it for being idle.
+func connectListener(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, keepListenerSession); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("lift idle_session_timeout for the listener: %w", err)
+	}
+	return conn, nil
 }
 
 // wakeHandler is called with false for a notification and with true after

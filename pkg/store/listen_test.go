@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/store"
@@ -79,4 +80,52 @@ func TestListenHearsNotifications(t *testing.T) {
 	var after int
 	require.NoError(t, pool.QueryRow(ctx, `select pid from pg_stat_activity where query ilike 'listen%' and datname = current_database() order by backend_start desc limit 1`).Scan(&after))
 	require.NotEqual(t, before, after, "a new connection")
+}
+
+// TestListenOutlivesIdleSessionTimeout: with idle_session_timeout set for
+// the database (as an operator may set it for a role or the server), the
+// listener's idle session is not ended by PostgreSQL: it connects once and
+// still hears after several timeouts. Without lifting the setting for its
+// session it reconnected every timeout (FATAL 57P05), each time a warning.
+func TestListenOutlivesIdleSessionTimeout(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	u := testenv.DatabaseURL(t)
+	pool, err := store.Open(ctx, u, "test")
+	require.NoError(t, err)
+	defer pool.Close()
+	var db string
+	require.NoError(t, pool.QueryRow(ctx, "select current_database()").Scan(&db))
+	_, err = pool.Exec(ctx, "alter database "+pgx.Identifier{db}.Sanitize()+" set idle_session_timeout = '200ms'")
+	require.NoError(t, err)
+
+	connected := make(chan struct{}, 16)
+	notified := make(chan struct{}, 16)
+	done := make(chan error, 1)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	go func() {
+		done <- store.Listen(ctx, logger, u, 50*time.Millisecond,
+			func() { notified <- struct{}{} }, func() { connected <- struct{}{} }, nil)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	select {
+	case <-connected:
+	case err := <-done:
+		t.Fatalf("Listen returned before connecting: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener did not connect within 10s")
+	}
+
+	time.Sleep(1500 * time.Millisecond) // 7 timeouts
+	_, err = pool.Exec(ctx, "select pg_notify($1, '')", store.NotifyChannel)
+	require.NoError(t, err)
+	select {
+	case <-notified:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notification heard within 5s")
+	}
+	require.Empty(t, connected, "the listener reconnected: its idle session was ended")
 }
