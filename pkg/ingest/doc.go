@@ -85,6 +85,10 @@
 //     until the rejected record is alone; it is retried Config.RecordRetries
 //     times and then dead-lettered with category RETRYABLE; the other
 //     records are written.
+//   - a lost race with a concurrent transaction (store.KindConflict: a
+//     serialization failure or a deadlock, which store.Write already ran
+//     again five times): the same records are retried after a growing
+//     pause, without pausing consumption, splitting or dead-lettering.
 //
 // A DLQ write that fails is retried the same way as an unavailable database
 // (component "dlq", probed with a metadata request): the record's offset

@@ -604,6 +604,39 @@ func TestFakeOutageFailuresDoNotSplitASpan(t *testing.T) {
 	require.Zero(t, r.logs.count("splitting"))
 }
 
+// A write that keeps losing races with concurrent transactions (40001,
+// beyond what store.Write runs again) is retried whole: consumption never
+// pauses (ready throughout), the span is not split, nothing is
+// dead-lettered. It counted as an outage before.
+func TestFakeConflictsAreNotAnOutage(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	s := newFakeStore()
+	var conflicts atomic.Int32
+	s.setFail(func([]passport.Accepted) error {
+		if conflicts.Add(1) <= 4 {
+			return &pgconn.PgError{Code: "40001", Message: "could not serialize access due to concurrent update"}
+		}
+		return nil
+	})
+	d := &fakeDLQ{}
+	r := startFake(t, c, s, d, func(cfg *ingest.Config) { cfg.BatchSize = 10 })
+	require.Eventually(t, func() bool { return r.ready.Check() == nil }, 10*time.Second, 5*time.Millisecond)
+	c.add(0, values(t, 10)...)
+	for !(s.routes() == 10 && c.committedAt(0) == 10) {
+		require.NoError(t, r.ready.Check(), "not ready while writes lose races")
+		time.Sleep(time.Millisecond)
+	}
+	s.mu.Lock()
+	counts := append([]int(nil), s.counts...)
+	s.mu.Unlock()
+	require.Equal(t, []int{10}, counts, "the span is written whole")
+	require.GreaterOrEqual(t, conflicts.Load(), int32(5))
+	require.Zero(t, d.n.Load())
+	require.Zero(t, r.logs.count("unavailable"))
+	require.Equal(t, 3, r.logs.count("lost a race"), "one line per race lost after the fast attempt")
+}
+
 // A failing offset commit is retried with backoff, not on every loop pass,
 // and logged once.
 func TestFakeFailingCommitBacksOff(t *testing.T) {

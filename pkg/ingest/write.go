@@ -232,10 +232,12 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 	if store.Classify(firstErr) == store.KindRecord && len(items) > 1 {
 		queue = halves(items)
 	}
-	bo := backoff.New(in.cfg.MinBackoff, in.cfg.MaxBackoff)        // database unavailable
-	refusedBo := backoff.New(in.cfg.MinBackoff, in.cfg.MaxBackoff) // one record refused
+	bo := backoff.New(in.cfg.MinBackoff, in.cfg.MaxBackoff)         // database unavailable
+	refusedBo := backoff.New(in.cfg.MinBackoff, in.cfg.MaxBackoff)  // one record refused
+	conflictBo := backoff.New(in.cfg.MinBackoff, in.cfg.MaxBackoff) // lost races in a row
 	refused := map[*item]int{}
 	unavailable := 0 // failures in a row of queue[0] as unavailable while the database answers
+	conflicts := 0   // failures in a row of queue[0] as a lost race
 	for len(queue) > 0 {
 		span := in.ownedItems(queue[0])
 		if len(span) == 0 {
@@ -248,6 +250,9 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 		if kind != store.KindUnavailable {
 			unavailable = 0
 		}
+		if kind != store.KindConflict {
+			conflicts = 0
+		}
 		switch kind {
 		case store.KindNone:
 			in.dbHealth.ok(ctx)
@@ -256,6 +261,22 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 			queue = queue[1:]
 		case store.KindCanceled:
 			return
+		case store.KindConflict:
+			// Lost a race with a concurrent transaction more often than
+			// store.Write runs it again (serializable isolation by
+			// default, another ingestor on the same routes): the
+			// database answers and the span is fine, so neither a pause
+			// nor a split; again after a pause that grows.
+			in.dbHealth.ok(ctx)
+			bo.Reset()
+			if conflicts++; conflicts == 1 {
+				conflictBo.Reset()
+			}
+			in.logger.InfoContext(ctx, "a write lost a race with a concurrent transaction; retrying",
+				"records", len(span), "attempt", conflicts, "err", err)
+			if !backoff.Sleep(ctx, conflictBo.Next()) {
+				return
+			}
 		case store.KindRecord:
 			in.dbHealth.ok(ctx) // it answered
 			bo.Reset()

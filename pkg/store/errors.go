@@ -18,9 +18,8 @@ const (
 	// KindNone: no error.
 	KindNone Kind = iota
 	// KindUnavailable: the database as a whole cannot take writes now
-	// (unreachable, shutting down, out of connections, read-only, a
-	// serialization failure or deadlock). Retry the same work later; never
-	// dead-letter because of it.
+	// (unreachable, shutting down, out of connections, read-only). Retry
+	// the same work later; never dead-letter because of it.
 	KindUnavailable
 	// KindRecord: the database refused this data (a data exception or a
 	// constraint violation). Retrying the same rows will fail the same way.
@@ -28,6 +27,12 @@ const (
 	// KindCanceled: the caller cancelled its context (a deadline that
 	// passed is KindUnavailable: the call took too long).
 	KindCanceled
+	// KindConflict: the transaction lost a race with a concurrent one and
+	// was rolled back (a serialization failure, 40001, which
+	// default_transaction_isolation = serializable makes common, or a
+	// deadlock, 40P01). Run the same work again at once: the database is
+	// fine and so is the data.
+	KindConflict
 )
 
 func (k Kind) String() string {
@@ -40,6 +45,8 @@ func (k Kind) String() string {
 		return "record"
 	case KindCanceled:
 		return "canceled"
+	case KindConflict:
+		return "conflict"
 	}
 	return "unknown"
 }
@@ -75,6 +82,10 @@ func classifySQLState(code string) Kind {
 	if len(code) < 2 {
 		return KindUnavailable
 	}
+	switch code {
+	case "40001", "40P01": // serialization failure, deadlock detected
+		return KindConflict
+	}
 	switch code[:2] {
 	case "22", // data exception: value out of range, invalid text, \u0000 in jsonb
 		"23": // integrity constraint violation
@@ -82,10 +93,11 @@ func classifySQLState(code string) Kind {
 	case "54": // program limit exceeded: e.g. a value too large to index
 		return KindRecord
 	}
-	// 08 connection exception, 25 (read-only transaction), 40 serialization /
-	// deadlock, 53 insufficient resources, 57 operator intervention (admin
-	// shutdown, cannot connect now), 58 system error, XX internal error, and
-	// anything else: the database, not the record, is the problem.
+	// 08 connection exception, 25 (read-only transaction), the rest of 40
+	// (40003, statement completion unknown), 53 insufficient resources, 57
+	// operator intervention (admin shutdown, cannot connect now), 58 system
+	// error, XX internal error, and anything else: the database, not the
+	// record, is the problem.
 	return KindUnavailable
 }
 

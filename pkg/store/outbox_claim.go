@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -59,6 +60,9 @@ type Outbox struct {
 	// types cached). Every other mode plans each call already.
 	leaseMode pgx.QueryExecMode
 	orphans   orphanedClaims // failed claims whose leases may still be taken
+	// readCommitted is set once a lease statement lost a serialization
+	// race (see leaseTx).
+	readCommitted atomic.Bool
 }
 
 // NewOutbox returns the outbox queries on pool.
@@ -149,9 +153,23 @@ func (o *Outbox) Claim(ctx context.Context, limit int, maxBytes int64, lease tim
 // choosing from so that none is starved is the caller's job.
 func (o *Outbox) ClaimFrom(ctx context.Context, from time.Time, limit int, maxBytes int64, lease time.Duration) (claimed []outbox.Row, more bool, err error) {
 	o.releaseOrphans(ctx)
+	err = o.leaseTx(ctx, func(q querier) error {
+		claimed, more, err = o.claimOnce(ctx, q, from, limit, maxBytes, lease)
+		return err
+	})
+	if err != nil {
+		// Rows claimed in a transaction whose commit failed: their
+		// leases, if they were taken after all, expire.
+		return nil, false, err
+	}
+	return claimed, more, nil
+}
+
+// claimOnce runs claimSQL once on q under a new token.
+func (o *Outbox) claimOnce(ctx context.Context, q querier, from time.Time, limit int, maxBytes int64, lease time.Duration) (claimed []outbox.Row, more bool, err error) {
 	token := uuid.New()
 	sent := time.Now()
-	rows, err := o.pool.Query(ctx, claimSQL, limit, lease.Microseconds(), token.String(), maxBytes, lowerBound(from))
+	rows, err := q.Query(ctx, claimSQL, limit, lease.Microseconds(), token.String(), maxBytes, lowerBound(from))
 	if err != nil {
 		o.releaseToken(ctx, token, from, lease, err)
 		return nil, false, fmt.Errorf("claim outbox rows: %w", err)
@@ -273,6 +291,45 @@ func (o *Outbox) giveBack(ctx context.Context, from time.Time, tokens []uuid.UUI
 	return err
 }
 
+// querier is what a lease statement runs on: the pool (an implicit
+// transaction) or an explicit transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// leaseTx runs fn, one lease statement, as a transaction of its own: on the
+// pool, an implicit transaction at the session's default isolation, one
+// round trip. The statements are written for read committed (SKIP LOCKED,
+// lease tokens); where the database's or role's
+// default_transaction_isolation is stricter, concurrent claims lose
+// serialization races (40001) nearly every time, and no number of reruns
+// got two workers through. So once one has lost a race, every lease
+// statement of this Outbox runs in an explicit READ COMMITTED transaction
+// (two more round trips, where the default is not read committed only).
+// A conflict is run again (retryConflicts): PostgreSQL rolled it back.
+func (o *Outbox) leaseTx(ctx context.Context, fn func(q querier) error) error {
+	return retryConflicts(ctx, func() error {
+		if o.readCommitted.Load() {
+			return pgx.BeginTxFunc(ctx, o.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error { return fn(tx) })
+		}
+		err := fn(o.pool)
+		if Classify(err) == KindConflict {
+			o.readCommitted.Store(true)
+		}
+		return err
+	})
+}
+
+// exec runs one of the lease statements with leaseTx.
+func (o *Outbox) exec(ctx context.Context, sql string, args ...any) (tag pgconn.CommandTag, err error) {
+	err = o.leaseTx(ctx, func(q querier) error {
+		tag, err = q.Exec(ctx, sql, args...)
+		return err
+	})
+	return tag, err
+}
+
 // leaseArrays turns leases into the text arrays the statements unnest.
 // Text, cast to uuid in SQL, because pgx can encode []uuid.UUID only when
 // it knows the parameter's type from a prepared statement: in the exec and
@@ -315,7 +372,7 @@ func (o *Outbox) MarkPublished(ctx context.Context, leases []outbox.Lease) (int6
 		return 0, nil
 	}
 	ids, tokens := leaseArrays(leases)
-	tag, err := o.pool.Exec(ctx, markPublishedSQL, o.leaseMode, ids, tokens)
+	tag, err := o.exec(ctx, markPublishedSQL, o.leaseMode, ids, tokens)
 	if err != nil {
 		return 0, fmt.Errorf("mark %d outbox rows published (%s): %w", len(leases), firstID(leases[0].ID), err)
 	}
@@ -343,14 +400,18 @@ func (o *Outbox) Retry(ctx context.Context, retries []outbox.Retry, maxAttempts 
 		return nil, nil
 	}
 	ids, tokens, errs, delays := retryArrays(retries)
-	rows, err := o.pool.Query(ctx, retrySQL, o.leaseMode, ids, tokens, errs, delays, maxAttempts)
-	if err != nil {
-		return nil, fmt.Errorf("reschedule %d outbox rows (%s): %w", len(retries), firstID(retries[0].ID), err)
-	}
-	res, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (outbox.RetryResult, error) {
-		var r outbox.RetryResult
-		err := row.Scan(&r.ID, &r.Status, &r.Attempts, &r.NextAttemptAt)
-		return r, err
+	var res []outbox.RetryResult
+	err := o.leaseTx(ctx, func(q querier) error {
+		rows, err := q.Query(ctx, retrySQL, o.leaseMode, ids, tokens, errs, delays, maxAttempts)
+		if err != nil {
+			return err
+		}
+		res, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (outbox.RetryResult, error) {
+			var r outbox.RetryResult
+			err := row.Scan(&r.ID, &r.Status, &r.Attempts, &r.NextAttemptAt)
+			return r, err
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reschedule %d outbox rows (%s): %w", len(retries), firstID(retries[0].ID), err)
@@ -371,7 +432,7 @@ func (o *Outbox) Release(ctx context.Context, leases []outbox.Lease) (int64, err
 		return 0, nil
 	}
 	ids, tokens := leaseArrays(leases)
-	tag, err := o.pool.Exec(ctx, releaseSQL, o.leaseMode, ids, tokens)
+	tag, err := o.exec(ctx, releaseSQL, o.leaseMode, ids, tokens)
 	if err != nil {
 		return 0, fmt.Errorf("release %d outbox leases (%s): %w", len(leases), firstID(leases[0].ID), err)
 	}
@@ -396,7 +457,7 @@ func (o *Outbox) Postpone(ctx context.Context, retries []outbox.Retry) (int64, e
 		return 0, nil
 	}
 	ids, tokens, errs, delays := retryArrays(retries)
-	tag, err := o.pool.Exec(ctx, postponeSQL, o.leaseMode, ids, tokens, errs, delays)
+	tag, err := o.exec(ctx, postponeSQL, o.leaseMode, ids, tokens, errs, delays)
 	if err != nil {
 		return 0, fmt.Errorf("postpone %d outbox rows (%s): %w", len(retries), firstID(retries[0].ID), err)
 	}

@@ -46,7 +46,23 @@ func (s *Passports) Write(ctx context.Context, accepted []passport.Accepted) err
 	if err != nil {
 		return err
 	}
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	err = s.pool.SendBatch(ctx, b).Close()
+	if Classify(err) == KindConflict {
+		// An implicit transaction has the session's default isolation;
+		// above read committed (a database's or role's
+		// default_transaction_isolation) concurrent writes lose
+		// serialization races. PostgreSQL rolled this one back: write
+		// again at read committed, the level the statements are
+		// written for.
+		err = retryConflicts(ctx, func() error {
+			tx, err := s.BeginWrite(ctx, accepted)
+			if err != nil {
+				return err
+			}
+			return tx.Commit(ctx)
+		})
+	}
+	if err != nil {
 		return fmt.Errorf("write %d passports: %w", n, err)
 	}
 	return nil
@@ -91,7 +107,9 @@ type WriteTx interface {
 // start) would then put updated_at before created_at.
 func (s *Passports) BeginWrite(ctx context.Context, accepted []passport.Accepted) (WriteTx, error) {
 	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{})
+	// Explicitly: the database's or role's default may be stricter, and
+	// concurrent writes would then lose serialization races.
+	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	n, err := s.queue(b, accepted)
 	if err != nil {
 		return nil, err
