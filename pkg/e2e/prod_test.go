@@ -31,6 +31,7 @@ import (
 func TestProduction(t *testing.T) {
 	bins := BuildBinaries(t, t.TempDir())
 	t.Run("pgbouncer", func(t *testing.T) { t.Parallel(); testPgBouncer(t, bins) })
+	t.Run("pgbouncer-pause", func(t *testing.T) { t.Parallel(); testPgBouncerPause(t, bins) })
 	t.Run("pg-latency", func(t *testing.T) { t.Parallel(); testPGLatency(t, bins) })
 	t.Run("pg-slow-link", func(t *testing.T) { t.Parallel(); testPGSlowLink(t, bins) })
 	t.Run("pg-resets", func(t *testing.T) { t.Parallel(); testPGResets(t, bins) })
@@ -396,6 +397,66 @@ func runResets(t *testing.T, name string, s *stack, px *testenv.FaultProxy, seed
 	}
 	if writing < 0 || writing > 10*time.Second || publishing < 0 || publishing > 10*time.Second {
 		t.Errorf("after the last reset: writing again %s, publishing again %s; want both ≤ 10s", secs(writing), secs(publishing))
+	}
+	checkNoExits(t, s)
+}
+
+// testPgBouncerPause: an operator PAUSEs PgBouncer for 10 s mid-stream (the
+// maintenance or switchover step: queries wait in PgBouncer, connections
+// stay open) and RESUMEs it. Both binaries' database calls hang meanwhile:
+// nothing is lost or dead-lettered, no publish attempt is burnt, and
+// writing and publishing go on within seconds of the RESUME.
+func testPgBouncerPause(t *testing.T, bins Binaries) {
+	const n, rate = 5_000, 200
+	const pause = 10 * time.Second
+	start := time.Now()
+	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	pg.CreateDatabase(t, "pcp_route_processing", false)
+	bouncer := testenv.NewPgBouncer(t, pg, testenv.PgBouncerOptions{})
+	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 3})
+	s := newProdStack(t, bins, "bouncerpause", prodEnv{
+		ServiceDB: bouncer.URL("pcp_route_processing"),
+		DirectDB:  pg.URL("pcp_route_processing"),
+		Bootstrap: broker.Addr(),
+	})
+	s.startBoth()
+	recs := GenValid(37, n)
+	p := NewProducer(t, s.bootstrap, s.topics.Input)
+	m := startMonitor(s)
+	streamed := streamAsync(p, recs, rate) // 25 s
+	time.Sleep(5 * time.Second)
+	admin := func(cmd string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := bouncer.Admin(ctx, cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin("PAUSE")
+	paused := time.Now()
+	time.Sleep(pause)
+	admin("RESUME")
+	resumed := time.Now()
+	<-streamed
+	p.Wait(2 * time.Minute)
+	converge(t, s, 2*n, 2*time.Minute)
+	m.halt()
+	v := s.tally(recs)
+	retries, _ := s.relay.Metric("route_passport_outbox_retry_total")
+	writing, publishing := m.moving(false, resumed), m.moving(true, resumed)
+	report(t, "pgbouncer-pause", v.String(), fmt.Sprintf("pause=%s", pause),
+		fmt.Sprintf("written-during=%d published-during=%d", m.grew(false, paused.Add(time.Second), resumed), m.grew(true, paused.Add(time.Second), resumed)),
+		fmt.Sprintf("writing-after-resume=%s publishing-after-resume=%s", secs(writing), secs(publishing)),
+		fmt.Sprintf("ready-after-resume=ingestor:%s,relay:%s", secs(m.readyAgain("ingestor", resumed)), secs(m.readyAgain("relay", resumed))),
+		fmt.Sprintf("relay-retries=%.0f", retries),
+		exits(s),
+		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
+	checkClean(t, v, 2*n, 0)
+	if writing < 0 || writing > 5*time.Second || publishing < 0 || publishing > 5*time.Second {
+		t.Errorf("after the RESUME: writing again %s, publishing again %s; want both ≤ 5s", secs(writing), secs(publishing))
+	}
+	if retries != 0 {
+		t.Errorf("%.0f publish attempts burnt by a paused database", retries)
 	}
 	checkNoExits(t, s)
 }

@@ -206,3 +206,23 @@ func (b *PgBouncer) stop() {
 		<-b.exited
 	}
 }
+
+// Admin runs command (PAUSE, RESUME, RECONNECT, SHOW POOLS…) on the admin
+// console, which speaks the simple query protocol only. PAUSE returns once
+// the server connections' queries have finished; ctx bounds the wait.
+func (b *PgBouncer) Admin(ctx context.Context, command string) error {
+	cfg, err := pgx.ParseConfig(fmt.Sprintf("postgres://postgres@%s/pgbouncer?sslmode=disable", b.Addr()))
+	if err != nil {
+		return err
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("pgbouncer admin console: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, command); err != nil {
+		return fmt.Errorf("pgbouncer %s: %w", command, err)
+	}
+	return nil
+}
