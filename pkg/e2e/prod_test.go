@@ -43,6 +43,7 @@ func TestProduction(t *testing.T) {
 	t.Run("kafka-slow-link", func(t *testing.T) { t.Parallel(); testKafkaSlowLink(t, bins) })
 	t.Run("kafka-slow-start", func(t *testing.T) { t.Parallel(); testKafkaSlowStart(t, bins) })
 	t.Run("kafka-resets", func(t *testing.T) { t.Parallel(); testKafkaResets(t, bins) })
+	t.Run("kafka-leader-moves", func(t *testing.T) { t.Parallel(); testKafkaLeaderMoves(t, bins) })
 	t.Run("pg-hole-at-start", func(t *testing.T) { t.Parallel(); testPGHoleAtStart(t, bins) })
 	t.Run("kafka-hole-at-start", func(t *testing.T) { t.Parallel(); testKafkaHoleAtStart(t, bins) })
 	t.Run("failover", func(t *testing.T) { testFailover(t, bins) })
@@ -457,6 +458,55 @@ func testPgBouncerPause(t *testing.T, bins Binaries) {
 	}
 	if retries != 0 {
 		t.Errorf("%.0f publish attempts burnt by a paused database", retries)
+	}
+	checkNoExits(t, s)
+}
+
+// testKafkaLeaderMoves: a three-broker cluster moves every partition's
+// leader and every group's coordinator six times, 3 s apart, mid-stream (a
+// rolling restart or a leader election, without the restarts). The input
+// consumer, its offset commits, the DLQ producer and the relay's
+// idempotent producer follow the moves: nothing lost or dead-lettered, no
+// publish attempt burnt, both ready throughout.
+func testKafkaLeaderMoves(t *testing.T, bins Binaries) {
+	const n, rate, moves = 5_000, 200, 6
+	start := time.Now()
+	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	pg.CreateDatabase(t, "pcp_route_processing", false)
+	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 3, Brokers: 3})
+	s := newProdStack(t, bins, "leadermoves", prodEnv{ServiceDB: pg.URL("pcp_route_processing"), Bootstrap: broker.Addr()})
+	s.startBoth()
+	recs := GenValid(38, n)
+	p := NewProducer(t, s.bootstrap, s.topics.Input)
+	m := startMonitor(s)
+	streamed := streamAsync(p, recs, rate) // 25 s
+	time.Sleep(3 * time.Second)
+	first := time.Now()
+	for range moves {
+		broker.MoveLeaders(t)
+		time.Sleep(3 * time.Second)
+	}
+	last := time.Now()
+	<-streamed
+	p.Wait(2 * time.Minute)
+	converge(t, s, 2*n, 2*time.Minute)
+	m.halt()
+	v := s.tally(recs)
+	retries, _ := s.relay.Metric("route_passport_outbox_retry_total")
+	ingDown, ingPolls := m.notReady("ingestor", first, last)
+	relayDown, relayPolls := m.notReady("relay", first, last)
+	report(t, "kafka-leader-moves", v.String(), fmt.Sprintf("moves=%d", moves),
+		fmt.Sprintf("written-during=%d published-during=%d", m.grew(false, first, last), m.grew(true, first, last)),
+		fmt.Sprintf("not-ready=ingestor:%d/%d,relay:%d/%d", ingDown, ingPolls, relayDown, relayPolls),
+		fmt.Sprintf("relay-retries=%.0f", retries),
+		exits(s),
+		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
+	checkClean(t, v, 2*n, 0)
+	if retries != 0 {
+		t.Errorf("%.0f publish attempts burnt by leader moves", retries)
+	}
+	if ingDown > 0 || relayDown > 0 {
+		t.Errorf("not ready while leaders moved: ingestor %d/%d, relay %d/%d polls", ingDown, ingPolls, relayDown, relayPolls)
 	}
 	checkNoExits(t, s)
 }

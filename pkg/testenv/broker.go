@@ -34,6 +34,10 @@ type BrokerOptions struct {
 	// Retention drops records older than it (devbroker -retention; 0, the
 	// default: keep everything).
 	Retention time.Duration
+	// Brokers in the cluster (devbroker -brokers; default 1). With more
+	// than one, [BrokerProcess.MoveLeaders] moves partition leaders and
+	// group coordinators among them.
+	Brokers int
 }
 
 // BrokerProcess is a Kafka broker of its own (scripts/devbroker, kfake in a
@@ -95,6 +99,9 @@ func StartBrokerProcess(opts BrokerOptions) (*BrokerProcess, error) {
 	}
 	if opts.Retention > 0 {
 		args = append(args, "-retention", opts.Retention.String())
+	}
+	if opts.Brokers > 1 {
+		args = append(args, "-brokers", strconv.Itoa(opts.Brokers))
 	}
 	b.proc, err = StartProcess(ProcessSpec{Name: "devbroker", Path: bin, Args: args, Env: os.Environ(), Output: out})
 	if err != nil {
@@ -178,6 +185,14 @@ func waitStopped(pid int, timeout time.Duration) error {
 func (b *BrokerProcess) Resume(t testing.TB) {
 	t.Helper()
 	b.signal(t, syscall.SIGCONT)
+}
+
+// MoveLeaders gives every partition a new leader and every consumer group a
+// new coordinator (SIGUSR1 to devbroker), as a rolling restart or a leader
+// election does; it needs BrokerOptions.Brokers > 1 to move anything.
+func (b *BrokerProcess) MoveLeaders(t testing.TB) {
+	t.Helper()
+	b.signal(t, syscall.SIGUSR1)
 }
 
 func (b *BrokerProcess) signal(t testing.TB, sig syscall.Signal) {

@@ -16,6 +16,13 @@
 // record it ever took. A consumer that falls behind it loses what was
 // dropped, as it would on a real broker.
 //
+// -brokers N runs N brokers in one process, the first on -addr, the others
+// on free ports of its host; partition leaders and group coordinators are
+// spread over them. SIGUSR1 then moves them: every partition gets a new
+// leader and every group a new coordinator, as a rolling restart or a
+// preferred-leader election does to a real cluster, and clients must follow
+// (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR).
+//
 // Every flag may also come from the environment: DEVBROKER_ADDR,
 // DEVBROKER_PARTITIONS, DEVBROKER_TOPICS, DEVBROKER_READY_FILE,
 // DEVBROKER_RETENTION. The broker
@@ -57,6 +64,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	topics := fs.String("topics", getenv("DEVBROKER_TOPICS"), "comma-separated topics to create at start")
 	readyFile := fs.String("ready-file", getenv("DEVBROKER_READY_FILE"), "write the listen address to this file once listening")
 	retention := fs.Duration("retention", 0, "drop records older than this (0: keep everything); also DEVBROKER_RETENTION")
+	brokers := fs.Int("brokers", 1, "brokers in the cluster; SIGUSR1 moves partition leaders and group coordinators among them")
 	if v := getenv("DEVBROKER_RETENTION"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -81,6 +89,11 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	if *partitions < 1 {
 		return errors.New("-partitions must be at least 1")
 	}
+	if *brokers < 1 {
+		return errors.New("-brokers must be at least 1")
+	}
+	ports := make([]int, *brokers) // the others: free ports
+	ports[0] = port
 	var seed []string
 	for _, t := range strings.Split(*topics, ",") {
 		if t = strings.TrimSpace(t); t != "" {
@@ -89,10 +102,10 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 
 	opts := []kfake.Opt{
-		// One broker: it is the leader of every partition and the
-		// coordinator of every group, so clients only ever dial -addr.
-		kfake.NumBrokers(1),
-		kfake.Ports(port),
+		// With one broker (the default) it leads every partition and
+		// coordinates every group, so clients only ever dial -addr.
+		kfake.NumBrokers(*brokers),
+		kfake.Ports(ports...),
 		// kfake listens on 127.0.0.1; honour the host of -addr instead.
 		kfake.ListenFn(func(network, a string) (net.Listener, error) {
 			_, p, _ := net.SplitHostPort(a)
@@ -115,6 +128,10 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	defer c.Close()
 	listen := c.ListenAddrs()[0]
+	// Before the ready file: SIGUSR1's default action ends the process.
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
 
 	if *readyFile != "" {
 		// Write then rename, so a reader never sees a half-written address.
@@ -126,12 +143,27 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 			return fmt.Errorf("ready file: %w", err)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "devbroker: listening on %s (pid %d, partitions %d, topics %q, retention %s)\n", listen, os.Getpid(), *partitions, seed, *retention)
+	fmt.Fprintf(os.Stderr, "devbroker: listening on %s (pid %d, brokers %d, partitions %d, topics %q, retention %s)\n", strings.Join(c.ListenAddrs(), ","), os.Getpid(), *brokers, *partitions, seed, *retention)
 	if *retention > 0 {
 		go applyRetention(ctx, c, min(*retention/10, time.Minute))
 	}
-	<-ctx.Done()
+	moveLeaders(ctx, c, usr1)
 	return nil
+}
+
+// moveLeaders gives every partition a new leader and every group a new
+// coordinator on each value of usr1 (SIGUSR1), until ctx ends.
+func moveLeaders(ctx context.Context, c *kfake.Cluster, usr1 <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-usr1:
+			c.ShufflePartitionLeaders()
+			c.RehashCoordinators()
+			fmt.Fprintln(os.Stderr, "devbroker: partition leaders and group coordinators moved")
+		}
+	}
 }
 
 // applyRetention drops expired records every interval until ctx ends: kfake
