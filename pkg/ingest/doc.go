@@ -86,9 +86,10 @@
 //     times and then dead-lettered with category RETRYABLE; the other
 //     records are written.
 //   - a lost race with a concurrent transaction (store.KindConflict: a
-//     serialization failure or a deadlock, which store.Write already ran
-//     again five times): the same records are retried after a growing
-//     pause, without pausing consumption, splitting or dead-lettering.
+//     serialization failure or a deadlock, after store.Write wrote the
+//     records again at read committed up to five times): the same records
+//     are retried after a growing pause, without pausing consumption,
+//     splitting or dead-lettering.
 //
 // A DLQ write that fails is retried the same way as an unavailable database
 // (component "dlq", probed with a metadata request): the record's offset

@@ -263,10 +263,10 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 			return
 		case store.KindConflict:
 			// Lost a race with a concurrent transaction more often than
-			// store.Write runs it again (serializable isolation by
-			// default, another ingestor on the same routes): the
-			// database answers and the span is fine, so neither a pause
-			// nor a split; again after a pause that grows.
+			// store.Write runs it again (a deadlock with another
+			// ingestor on the same routes): the database answers and
+			// the span is fine, so neither a pause nor a split; again
+			// after a pause that grows.
 			in.dbHealth.ok(ctx)
 			bo.Reset()
 			if conflicts++; conflicts == 1 {

@@ -59,7 +59,11 @@ func (s *Passports) Write(ctx context.Context, accepted []passport.Accepted) err
 			if err != nil {
 				return err
 			}
-			return tx.Commit(ctx)
+			if err := tx.Commit(ctx); err != nil {
+				_ = tx.Rollback(ctx) // gives the connection back clean
+				return err
+			}
+			return nil
 		})
 	}
 	if err != nil {
