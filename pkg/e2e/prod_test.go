@@ -408,7 +408,7 @@ func runResets(t *testing.T, name string, s *stack, px *testenv.FaultProxy, seed
 // nothing is lost or dead-lettered, no publish attempt is burnt, and
 // writing and publishing go on within seconds of the RESUME.
 func testPgBouncerPause(t *testing.T, bins Binaries) {
-	const n, rate = 5_000, 200
+	const n, rate = 3_000, 150
 	const pause = 10 * time.Second
 	start := time.Now()
 	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
@@ -424,8 +424,8 @@ func testPgBouncerPause(t *testing.T, bins Binaries) {
 	recs := GenValid(37, n)
 	p := NewProducer(t, s.bootstrap, s.topics.Input)
 	m := startMonitor(s)
-	streamed := streamAsync(p, recs, rate) // 25 s
-	time.Sleep(5 * time.Second)
+	streamed := streamAsync(p, recs, rate) // 20 s
+	time.Sleep(4 * time.Second)
 	admin := func(cmd string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -453,8 +453,10 @@ func testPgBouncerPause(t *testing.T, bins Binaries) {
 		exits(s),
 		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
 	checkClean(t, v, 2*n, 0)
-	if writing < 0 || writing > 5*time.Second || publishing < 0 || publishing > 5*time.Second {
-		t.Errorf("after the RESUME: writing again %s, publishing again %s; want both ≤ 5s", secs(writing), secs(publishing))
+	// Alone 0.8–2.3 s; in the whole suite on 2 cores up to 3.6 s. A lease
+	// left to expire would take the stack's 10 s.
+	if writing < 0 || writing > 8*time.Second || publishing < 0 || publishing > 8*time.Second {
+		t.Errorf("after the RESUME: writing again %s, publishing again %s; want both ≤ 8s", secs(writing), secs(publishing))
 	}
 	if retries != 0 {
 		t.Errorf("%.0f publish attempts burnt by a paused database", retries)
@@ -463,13 +465,13 @@ func testPgBouncerPause(t *testing.T, bins Binaries) {
 }
 
 // testKafkaLeaderMoves: a three-broker cluster moves every partition's
-// leader and every group's coordinator six times, 3 s apart, mid-stream (a
+// leader and every group's coordinator five times, 3 s apart, mid-stream (a
 // rolling restart or a leader election, without the restarts). The input
 // consumer, its offset commits, the DLQ producer and the relay's
 // idempotent producer follow the moves: nothing lost or dead-lettered, no
 // publish attempt burnt, both ready throughout.
 func testKafkaLeaderMoves(t *testing.T, bins Binaries) {
-	const n, rate, moves = 5_000, 200, 6
+	const n, rate, moves = 3_000, 150, 5
 	start := time.Now()
 	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
 	pg.CreateDatabase(t, "pcp_route_processing", false)
@@ -479,8 +481,8 @@ func testKafkaLeaderMoves(t *testing.T, bins Binaries) {
 	recs := GenValid(38, n)
 	p := NewProducer(t, s.bootstrap, s.topics.Input)
 	m := startMonitor(s)
-	streamed := streamAsync(p, recs, rate) // 25 s
-	time.Sleep(3 * time.Second)
+	streamed := streamAsync(p, recs, rate) // 20 s
+	time.Sleep(2 * time.Second)
 	first := time.Now()
 	for range moves {
 		broker.MoveLeaders(t)
