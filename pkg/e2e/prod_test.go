@@ -464,9 +464,10 @@ func testPgBouncerPause(t *testing.T, bins Binaries) {
 	checkNoExits(t, s)
 }
 
-// testKafkaLeaderMoves: a three-broker cluster moves every partition's
-// leader and every group's coordinator five times, 3 s apart, mid-stream (a
-// rolling restart or a leader election, without the restarts). The input
+// testKafkaLeaderMoves: a three-broker cluster draws every partition's
+// leader and every group's coordinator again five times, 3 s apart,
+// mid-stream, about two of three moving each time (a rolling restart or a
+// leader election, without the restarts). The input
 // consumer, its offset commits, the DLQ producer and the relay's
 // idempotent producer follow the moves: nothing lost or dead-lettered, no
 // publish attempt burnt, both ready throughout.

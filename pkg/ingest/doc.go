@@ -87,7 +87,7 @@
 //     records are written.
 //   - a lost race with a concurrent transaction (store.KindConflict: a
 //     serialization failure or a deadlock, after store.Write wrote the
-//     records again at read committed up to five times): the same records
+//     records again at read committed up to six times): the same records
 //     are retried after a growing pause, without pausing consumption,
 //     splitting or dead-lettering.
 //

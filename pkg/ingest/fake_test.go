@@ -623,9 +623,9 @@ func TestFakeConflictsAreNotAnOutage(t *testing.T) {
 	r := startFake(t, c, s, d, func(cfg *ingest.Config) { cfg.BatchSize = 10 })
 	require.Eventually(t, func() bool { return r.ready.Check() == nil }, 10*time.Second, 5*time.Millisecond)
 	c.add(0, values(t, 10)...)
-	for !(s.routes() == 10 && c.committedAt(0) == 10) {
+	for deadline := time.Now().Add(20 * time.Second); !(s.routes() == 10 && c.committedAt(0) == 10); time.Sleep(time.Millisecond) {
 		require.NoError(t, r.ready.Check(), "not ready while writes lose races")
-		time.Sleep(time.Millisecond)
+		require.True(t, time.Now().Before(deadline), "not written and committed within 20s")
 	}
 	s.mu.Lock()
 	counts := append([]int(nil), s.counts...)

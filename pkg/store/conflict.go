@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 )
@@ -31,7 +32,8 @@ func retryConflicts(ctx context.Context, fn func() error) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			// Canceled, not a conflict, for the caller's Classify.
+			return errors.Join(err, ctx.Err())
 		case <-t.C:
 		}
 	}

@@ -77,6 +77,13 @@ func Classify(err error) Kind {
 	return KindUnavailable
 }
 
+// isSerializationFailure reports whether err is PostgreSQL's
+// serialization_failure (40001), which read committed never raises.
+func isSerializationFailure(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "40001"
+}
+
 // classifySQLState maps SQLSTATE classes (PostgreSQL appendix A).
 func classifySQLState(code string) Kind {
 	if len(code) < 2 {

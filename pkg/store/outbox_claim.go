@@ -158,8 +158,11 @@ func (o *Outbox) ClaimFrom(ctx context.Context, from time.Time, limit int, maxBy
 		return err
 	})
 	if err != nil {
-		// Rows claimed in a transaction whose commit failed: their
-		// leases, if they were taken after all, expire.
+		if len(claimed) > 0 {
+			// The statement ran in an explicit transaction whose
+			// commit failed: the commit may have reached the server.
+			o.releaseToken(ctx, claimed[0].Token, from, lease, err)
+		}
 		return nil, false, err
 	}
 	return claimed, more, nil
@@ -302,19 +305,20 @@ type querier interface {
 // pool, an implicit transaction at the session's default isolation, one
 // round trip. The statements are written for read committed (SKIP LOCKED,
 // lease tokens); where the database's or role's
-// default_transaction_isolation is stricter, concurrent claims lose
-// serialization races (40001) nearly every time, and no number of reruns
-// got two workers through. So once one has lost a race, every lease
-// statement of this Outbox runs in an explicit READ COMMITTED transaction
-// (two more round trips, where the default is not read committed only).
-// A conflict is run again (retryConflicts): PostgreSQL rolled it back.
+// default_transaction_isolation is stricter, concurrent claims fail with
+// serialization failures (40001) nearly every time, and no number of
+// reruns got two workers through. So after the first serialization
+// failure (never one at read committed; a deadlock does not count) every
+// lease statement of this Outbox runs in an explicit READ COMMITTED
+// transaction, two more round trips, until the process restarts. A
+// conflict is run again (retryConflicts): PostgreSQL rolled it back.
 func (o *Outbox) leaseTx(ctx context.Context, fn func(q querier) error) error {
 	return retryConflicts(ctx, func() error {
 		if o.readCommitted.Load() {
 			return pgx.BeginTxFunc(ctx, o.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error { return fn(tx) })
 		}
 		err := fn(o.pool)
-		if Classify(err) == KindConflict {
+		if isSerializationFailure(err) {
 			o.readCommitted.Store(true)
 		}
 		return err

@@ -59,11 +59,7 @@ func (s *Passports) Write(ctx context.Context, accepted []passport.Accepted) err
 			if err != nil {
 				return err
 			}
-			if err := tx.Commit(ctx); err != nil {
-				_ = tx.Rollback(ctx) // gives the connection back clean
-				return err
-			}
-			return nil
+			return tx.Commit(ctx)
 		})
 	}
 	if err != nil {

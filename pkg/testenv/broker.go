@@ -187,8 +187,9 @@ func (b *BrokerProcess) Resume(t testing.TB) {
 	b.signal(t, syscall.SIGCONT)
 }
 
-// MoveLeaders gives every partition a new leader and every consumer group a
-// new coordinator (SIGUSR1 to devbroker), as a rolling restart or a leader
+// MoveLeaders draws every partition's leader and every consumer group's
+// coordinator again at random among the brokers (SIGUSR1 to devbroker;
+// with three, about two of three move), as a rolling restart or a leader
 // election does; it needs BrokerOptions.Brokers > 1 to move anything.
 func (b *BrokerProcess) MoveLeaders(t testing.TB) {
 	t.Helper()

@@ -18,14 +18,15 @@
 //
 // -brokers N runs N brokers in one process, the first on -addr, the others
 // on free ports of its host; partition leaders and group coordinators are
-// spread over them. SIGUSR1 then moves them: every partition gets a new
-// leader and every group a new coordinator, as a rolling restart or a
-// preferred-leader election does to a real cluster, and clients must follow
+// spread over them. SIGUSR1 then moves them: each partition's leader and
+// each group's coordinator is drawn again at random among the brokers
+// (kfake's shuffle: with three, about two of three move), as a rolling restart or
+// a leader election does to a real cluster, and clients must follow
 // (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR).
 //
 // Every flag may also come from the environment: DEVBROKER_ADDR,
 // DEVBROKER_PARTITIONS, DEVBROKER_TOPICS, DEVBROKER_READY_FILE,
-// DEVBROKER_RETENTION. The broker
+// DEVBROKER_RETENTION, DEVBROKER_BROKERS. The broker
 // advertises the address it listens on, so listen on the address clients
 // dial (127.0.0.1 by default, not a wildcard).
 package main
@@ -64,7 +65,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	topics := fs.String("topics", getenv("DEVBROKER_TOPICS"), "comma-separated topics to create at start")
 	readyFile := fs.String("ready-file", getenv("DEVBROKER_READY_FILE"), "write the listen address to this file once listening")
 	retention := fs.Duration("retention", 0, "drop records older than this (0: keep everything); also DEVBROKER_RETENTION")
-	brokers := fs.Int("brokers", 1, "brokers in the cluster; SIGUSR1 moves partition leaders and group coordinators among them")
+	brokers := fs.Int("brokers", envInt(getenv, "DEVBROKER_BROKERS", 1), "brokers in the cluster; SIGUSR1 moves partition leaders and group coordinators among them")
 	if v := getenv("DEVBROKER_RETENTION"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -151,8 +152,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	return nil
 }
 
-// moveLeaders gives every partition a new leader and every group a new
-// coordinator on each value of usr1 (SIGUSR1), until ctx ends.
+// moveLeaders draws every partition's leader and every group's coordinator
+// again on each value of usr1 (SIGUSR1), until ctx ends.
 func moveLeaders(ctx context.Context, c *kfake.Cluster, usr1 <-chan os.Signal) {
 	for {
 		select {
@@ -161,7 +162,7 @@ func moveLeaders(ctx context.Context, c *kfake.Cluster, usr1 <-chan os.Signal) {
 		case <-usr1:
 			c.ShufflePartitionLeaders()
 			c.RehashCoordinators()
-			fmt.Fprintln(os.Stderr, "devbroker: partition leaders and group coordinators moved")
+			fmt.Fprintln(os.Stderr, "devbroker: partition leaders and group coordinators drawn again")
 		}
 	}
 }
