@@ -122,15 +122,7 @@ func invalidPassports(seed uint64, n int) [][]byte {
 func testPgBouncer(t *testing.T, bins Binaries) {
 	const n, bad = 3_000, 150
 	start := time.Now()
-	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
-	pg.CreateDatabase(t, "pcp_route_processing", false)
-	bouncer := testenv.NewPgBouncer(t, pg, testenv.PgBouncerOptions{})
-	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 3})
-	s := newProdStack(t, bins, "bouncer", prodEnv{
-		ServiceDB: bouncer.URL("pcp_route_processing"),
-		DirectDB:  pg.URL("pcp_route_processing"),
-		Bootstrap: broker.Addr(),
-	})
+	s, _ := bouncerStack(t, bins, "bouncer")
 	s.startBoth()
 	recs := GenValid(21, n)
 	invalid := invalidPassports(22, bad)
@@ -273,6 +265,22 @@ func testFailover(t *testing.T, bins Binaries) {
 	checkNoExits(t, s)
 }
 
+// bouncerStack is a stack whose binaries reach PostgreSQL through PgBouncer
+// in transaction mode (the test's checks go direct), and its PgBouncer.
+func bouncerStack(t *testing.T, bins Binaries, name string) (*stack, *testenv.PgBouncer) {
+	t.Helper()
+	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	pg.CreateDatabase(t, "pcp_route_processing", false)
+	bouncer := testenv.NewPgBouncer(t, pg, testenv.PgBouncerOptions{})
+	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 3})
+	s := newProdStack(t, bins, name, prodEnv{
+		ServiceDB: bouncer.URL("pcp_route_processing"),
+		DirectDB:  pg.URL("pcp_route_processing"),
+		Bootstrap: broker.Addr(),
+	})
+	return s, bouncer
+}
+
 // pgProxyStack is a stack whose binaries reach their own PostgreSQL cluster
 // through a fault proxy; the test checks directly.
 func pgProxyStack(t *testing.T, bins Binaries, name string, relayEnv ...string) (*stack, *testenv.FaultProxy) {
@@ -411,15 +419,7 @@ func testPgBouncerPause(t *testing.T, bins Binaries) {
 	const n, rate = 3_000, 150
 	const pause = 10 * time.Second
 	start := time.Now()
-	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
-	pg.CreateDatabase(t, "pcp_route_processing", false)
-	bouncer := testenv.NewPgBouncer(t, pg, testenv.PgBouncerOptions{})
-	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 3})
-	s := newProdStack(t, bins, "bouncerpause", prodEnv{
-		ServiceDB: bouncer.URL("pcp_route_processing"),
-		DirectDB:  pg.URL("pcp_route_processing"),
-		Bootstrap: broker.Addr(),
-	})
+	s, bouncer := bouncerStack(t, bins, "bouncerpause")
 	s.startBoth()
 	recs := GenValid(37, n)
 	p := NewProducer(t, s.bootstrap, s.topics.Input)

@@ -26,27 +26,13 @@ func TestListenHearsNotifications(t *testing.T) {
 	require.NoError(t, err)
 	defer pool.Close()
 
-	connected := make(chan struct{}, 16)
-	notified := make(chan struct{}, 16)
-	done := make(chan error, 1)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	relisten := make(chan struct{}, 1)
-	go func() {
-		done <- store.Listen(ctx, logger, withPoolSettings(u), 50*time.Millisecond,
-			func() { notified <- struct{}{} }, func() { connected <- struct{}{} }, relisten)
-	}()
+	l := startListener(ctx, withPoolSettings(u), relisten)
 	defer func() {
 		cancel()
-		<-done
+		<-l.done
 	}()
-
-	select {
-	case <-connected:
-	case err := <-done:
-		t.Fatalf("Listen returned before connecting: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the listener did not connect within 10s")
-	}
+	l.waitConnected(t)
 	// LISTEN runs right after the connect callback; notify until heard.
 	heard := func() {
 		t.Helper()
@@ -55,7 +41,7 @@ func TestListenHearsNotifications(t *testing.T) {
 			_, err := pool.Exec(ctx, "select pg_notify($1, '')", store.NotifyChannel)
 			require.NoError(t, err)
 			select {
-			case <-notified:
+			case <-l.notified:
 				return
 			case <-time.After(100 * time.Millisecond):
 			case <-deadline:
@@ -69,13 +55,7 @@ func TestListenHearsNotifications(t *testing.T) {
 	var before int
 	require.NoError(t, pool.QueryRow(ctx, `select pid from pg_stat_activity where query ilike 'listen%' and datname = current_database() order by backend_start desc limit 1`).Scan(&before))
 	relisten <- struct{}{}
-	select {
-	case <-connected:
-	case err := <-done:
-		t.Fatalf("Listen returned on relisten: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the listener did not connect anew within 10s of relisten")
-	}
+	l.waitConnected(t)
 	heard()
 	var after int
 	require.NoError(t, pool.QueryRow(ctx, `select pid from pg_stat_activity where query ilike 'listen%' and datname = current_database() order by backend_start desc limit 1`).Scan(&after))
@@ -99,33 +79,48 @@ func TestListenOutlivesIdleSessionTimeout(t *testing.T) {
 	_, err = pool.Exec(ctx, "alter database "+pgx.Identifier{db}.Sanitize()+" set idle_session_timeout = '200ms'")
 	require.NoError(t, err)
 
-	connected := make(chan struct{}, 16)
-	notified := make(chan struct{}, 16)
-	done := make(chan error, 1)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	go func() {
-		done <- store.Listen(ctx, logger, u, 50*time.Millisecond,
-			func() { notified <- struct{}{} }, func() { connected <- struct{}{} }, nil)
-	}()
+	l := startListener(ctx, u, nil)
 	defer func() {
 		cancel()
-		<-done
+		<-l.done
 	}()
-	select {
-	case <-connected:
-	case err := <-done:
-		t.Fatalf("Listen returned before connecting: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the listener did not connect within 10s")
-	}
+	l.waitConnected(t)
 
 	time.Sleep(1500 * time.Millisecond) // 7 timeouts
 	_, err = pool.Exec(ctx, "select pg_notify($1, '')", store.NotifyChannel)
 	require.NoError(t, err)
 	select {
-	case <-notified:
+	case <-l.notified:
 	case <-time.After(5 * time.Second):
 		t.Fatal("no notification heard within 5s")
 	}
-	require.Empty(t, connected, "the listener reconnected: its idle session was ended")
+	require.Empty(t, l.connected, "the listener reconnected: its idle session was ended")
+}
+
+// listener is a store.Listen running in the background.
+type listener struct {
+	connected, notified chan struct{}
+	done                chan error // Listen's result
+}
+
+func startListener(ctx context.Context, url string, relisten <-chan struct{}) *listener {
+	l := &listener{connected: make(chan struct{}, 16), notified: make(chan struct{}, 16), done: make(chan error, 1)}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	go func() {
+		l.done <- store.Listen(ctx, logger, url, 50*time.Millisecond,
+			func() { l.notified <- struct{}{} }, func() { l.connected <- struct{}{} }, relisten)
+	}()
+	return l
+}
+
+// waitConnected waits for the listener's next (re)connect.
+func (l *listener) waitConnected(t *testing.T) {
+	t.Helper()
+	select {
+	case <-l.connected:
+	case err := <-l.done:
+		t.Fatalf("Listen returned before connecting: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener did not connect within 10s")
+	}
 }
