@@ -32,6 +32,7 @@ func TestProduction(t *testing.T) {
 	bins := BuildBinaries(t, t.TempDir())
 	t.Run("pgbouncer", func(t *testing.T) { t.Parallel(); testPgBouncer(t, bins) })
 	t.Run("pgbouncer-pause", func(t *testing.T) { t.Parallel(); testPgBouncerPause(t, bins) })
+	t.Run("pg-standby-lost", func(t *testing.T) { t.Parallel(); testPGStandbyLost(t, bins) })
 	t.Run("pg-latency", func(t *testing.T) { t.Parallel(); testPGLatency(t, bins) })
 	t.Run("pg-slow-link", func(t *testing.T) { t.Parallel(); testPGSlowLink(t, bins) })
 	t.Run("pg-resets", func(t *testing.T) { t.Parallel(); testPGResets(t, bins) })
@@ -512,6 +513,83 @@ func testKafkaLeaderMoves(t *testing.T, bins Binaries) {
 	// or two of a loaded machine is not what this guards against.
 	if ingDown*10 > ingPolls || relayDown*10 > relayPolls {
 		t.Errorf("not ready while leaders moved: ingestor %d/%d, relay %d/%d polls; want at most a tenth", ingDown, ingPolls, relayDown, relayPolls)
+	}
+	checkNoExits(t, s)
+}
+
+// testPGStandbyLost: synchronous replication whose standby is gone
+// (synchronous_standby_names names one that never connects) for 28 s
+// mid-stream, on a database whose default isolation is serializable: every
+// commit waits while reads go on. A commit whose caller gave up is
+// committed locally when pgx's cancel arrives (PostgreSQL's WARNING), so
+// a relay claim that timed out in its COMMIT has leased rows under a token
+// nobody holds. The serializable default makes the relay claim in explicit
+// READ COMMITTED transactions (store.Outbox.leaseTx), whose failed commit
+// did not give its token back: those rows waited for their lease (the
+// shipped 60 s; 35.7 s after the wait ended, 2026-12-04), where now they
+// are published at once. Nothing lost, no publish attempt burnt.
+func testPGStandbyLost(t *testing.T, bins Binaries) {
+	const n, rate = 3_000, 150
+	const wait = 28 * time.Second
+	start := time.Now()
+	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{Settings: map[string]string{"synchronous_commit": "on", "default_transaction_isolation": "'serializable'"}})
+	pg.CreateDatabase(t, "pcp_route_processing", false)
+	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 3})
+	s := newProdStack(t, bins, "standbylost", prodEnv{ServiceDB: pg.URL("pcp_route_processing"), Bootstrap: broker.Addr(), RelayEnv: []string{"OUTBOX_LOCK_TIMEOUT=1m"}})
+	s.startBoth()
+	recs := GenValid(39, n)
+	p := NewProducer(t, s.bootstrap, s.topics.Input)
+	m := startMonitor(s)
+	streamed := streamAsync(p, recs, rate) // 20 s
+	time.Sleep(4 * time.Second)
+	standby := func(names string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := s.pool.Exec(ctx, "alter system set synchronous_standby_names = '"+names+"'"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.pool.Exec(ctx, "select pg_reload_conf()"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	standby("ghost")
+	lost := time.Now()
+	time.Sleep(wait)
+	standby("")
+	back := time.Now()
+	<-streamed
+	p.Wait(2 * time.Minute)
+	converge(t, s, 2*n, 2*time.Minute)
+	m.halt()
+	v := s.tally(recs)
+	retries, _ := s.relay.Metric("route_passport_outbox_retry_total")
+	// Rows whose transaction began during the wait (created_at is its
+	// start) committed after it: the last of them to be published.
+	var during int
+	var lastUS int64
+	if err := s.pool.QueryRow(context.Background(), `select count(*), coalesce((extract(epoch from max(published_at) - $1) * 1e6)::bigint, -1)
+		from route_passport_outbox where created_at between $2 and $1`, back, lost).Scan(&during, &lastUS); err != nil {
+		t.Fatal(err)
+	}
+	last := time.Duration(lastUS) * time.Microsecond
+	writing, publishing := m.moving(false, back), m.moving(true, back)
+	report(t, "pg-standby-lost", v.String(), fmt.Sprintf("wait=%s", wait),
+		fmt.Sprintf("written-during=%d published-during=%d", m.grew(false, lost.Add(time.Second), back), m.grew(true, lost.Add(time.Second), back)),
+		fmt.Sprintf("writing-after=%s publishing-after=%s", secs(writing), secs(publishing)),
+		fmt.Sprintf("rows-of-the-wait=%d last-published-after=%s", during, secs(last)),
+		fmt.Sprintf("relay-retries=%.0f", retries),
+		exits(s),
+		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
+	checkClean(t, v, 2*n, 0)
+	if retries != 0 {
+		t.Errorf("%.0f publish attempts burnt by commits that waited", retries)
+	}
+	// A lease left to its end would take most of a minute.
+	if during == 0 {
+		t.Errorf("no row was written during the wait: the scenario tested nothing")
+	}
+	if last > 6*time.Second {
+		t.Errorf("the last row written during the wait was published %s after it ended; want ≤ 6s", secs(last))
 	}
 	checkNoExits(t, s)
 }
