@@ -211,11 +211,11 @@ func (b *PgBouncer) stop() {
 // console, which speaks the simple query protocol only. PAUSE returns once
 // the server connections' queries have finished; ctx bounds the wait.
 func (b *PgBouncer) Admin(ctx context.Context, command string) error {
-	cfg, err := pgx.ParseConfig(fmt.Sprintf("postgres://postgres@%s/pgbouncer?sslmode=disable", b.Addr()))
+	cfg, err := pgx.ParseConfig(b.URL("pgbouncer"))
 	if err != nil {
 		return err
 	}
-	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol // over URL's exec
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("pgbouncer admin console: %w", err)
