@@ -52,51 +52,6 @@ func TestProduction(t *testing.T) {
 	t.Run("broker-freeze-recovery", func(t *testing.T) { testBrokerFreezeRecovery(t, bins) })
 }
 
-// streamAsync streams recs at rate per second in the background; the
-// returned channel closes when the last record was handed to the client.
-func streamAsync(p *Producer, recs []passportgen.Record, rate int) <-chan struct{} {
-	done := make(chan struct{})
-	go func() { defer close(done); p.Stream(context.Background(), recs, rate, nil) }()
-	return done
-}
-
-// converge waits for the end state every scenario wants: input committed to
-// the end, want outbox rows all PUBLISHED.
-func converge(t *testing.T, s *stack, want int, timeout time.Duration) {
-	t.Helper()
-	if ok, desc := s.waitCommittedToEnd(timeout); !ok {
-		t.Errorf("ingestor did not commit to the end of the input: %s", desc)
-	}
-	if ok, desc := s.waitPublished(want, timeout); !ok {
-		t.Errorf("outbox not fully published: %s", desc)
-	}
-}
-
-// checkClean fails t unless v is lost 0, dlq 0 (or wantDLQ), failed 0 and
-// every outbox row published.
-func checkClean(t *testing.T, v verdict, wantPublished, wantDLQ int) {
-	t.Helper()
-	for _, d := range v.Details {
-		t.Log(d)
-	}
-	if v.Lost != 0 || v.DLQ != wantDLQ || v.Failed != 0 || v.Published != wantPublished {
-		t.Errorf("want lost=0 dlq=%d failed=0 published=%d; got %s", wantDLQ, wantPublished, v)
-	}
-}
-
-// exits is the figure of exits the test did not cause.
-func exits(s *stack) string {
-	return fmt.Sprintf("exits=ingestor:%d,relay:%d", s.ingestor.Unexpected(), s.relay.Unexpected())
-}
-
-// checkNoExits: the binaries ride out faults; they never exit.
-func checkNoExits(t *testing.T, s *stack) {
-	t.Helper()
-	if s.ingestor.Unexpected() != 0 || s.relay.Unexpected() != 0 {
-		t.Errorf("a process exited (ingestor %d, relay %d); they must keep retrying", s.ingestor.Unexpected(), s.relay.Unexpected())
-	}
-}
-
 // invalidPassports returns n hostile values that passport.Parse rejects and
 // that fit a default topic (under 900 KiB).
 func invalidPassports(seed uint64, n int) [][]byte {
@@ -236,11 +191,7 @@ func testFailover(t *testing.T, bins Binaries) {
 	promoted := time.Now()
 	time.Sleep(3 * time.Second)
 	r.RestartPrimaryReadOnly(t)
-	<-streamed
-	p.Wait(2 * time.Minute)
-	converge(t, s, 2*n, 2*time.Minute)
-	m.halt()
-	v := s.tally(recs)
+	v := finish(t, s, p, streamed, recs, m, 2*time.Minute)
 	ingDown, ingPolls := m.notReady("ingestor", killed, promoted)
 	relayDown, relayPolls := m.notReady("relay", killed, promoted)
 	writing, publishing := m.moving(false, promoted), m.moving(true, promoted)
@@ -340,12 +291,8 @@ func runPGLatency(t *testing.T, bins Binaries, name string, latency, jitter time
 	recs := GenValid(24, n)
 	p := NewProducer(t, s.bootstrap, s.topics.Input)
 	m := startMonitor(s)
-	<-streamAsync(p, recs, rate) // 15 s
-	p.Wait(2 * time.Minute)
-	converge(t, s, 2*n, 2*time.Minute)
-	m.halt()
+	v := finish(t, s, p, streamAsync(p, recs, rate), recs, m, 2*time.Minute) // 15 s of stream
 	drained := time.Since(start)
-	v := s.tally(recs)
 	ingDown, ingPolls := m.notReady("ingestor", start, time.Now())
 	relayDown, relayPolls := m.notReady("relay", start, time.Now())
 	report(t, name, v.String(), fmt.Sprintf("latency=%s±%s", latency, jitter),
@@ -389,11 +336,7 @@ func runResets(t *testing.T, name string, s *stack, px *testenv.FaultProxy, seed
 		px.Heal(t, "reset")
 		healed = time.Now()
 	}
-	<-streamed
-	p.Wait(2 * time.Minute)
-	converge(t, s, 2*n, 2*time.Minute)
-	m.halt()
-	v := s.tally(recs)
+	v := finish(t, s, p, streamed, recs, m, 2*time.Minute)
 	retries, _ := s.relay.Metric("route_passport_outbox_retry_total")
 	writing, publishing := m.moving(false, healed), m.moving(true, healed)
 	report(t, name, v.String(), "resets=5x300ms",
@@ -439,11 +382,7 @@ func testPgBouncerPause(t *testing.T, bins Binaries) {
 	time.Sleep(pause)
 	admin("RESUME")
 	resumed := time.Now()
-	<-streamed
-	p.Wait(2 * time.Minute)
-	converge(t, s, 2*n, 2*time.Minute)
-	m.halt()
-	v := s.tally(recs)
+	v := finish(t, s, p, streamed, recs, m, 2*time.Minute)
 	retries, _ := s.relay.Metric("route_passport_outbox_retry_total")
 	writing, publishing := m.moving(false, resumed), m.moving(true, resumed)
 	report(t, "pgbouncer-pause", v.String(), fmt.Sprintf("pause=%s", pause),
@@ -491,11 +430,7 @@ func testKafkaLeaderMoves(t *testing.T, bins Binaries) {
 		time.Sleep(3 * time.Second)
 	}
 	last := time.Now()
-	<-streamed
-	p.Wait(2 * time.Minute)
-	converge(t, s, 2*n, 2*time.Minute)
-	m.halt()
-	v := s.tally(recs)
+	v := finish(t, s, p, streamed, recs, m, 2*time.Minute)
 	retries, _ := s.relay.Metric("route_passport_outbox_retry_total")
 	ingDown, ingPolls := m.notReady("ingestor", first, last)
 	relayDown, relayPolls := m.notReady("relay", first, last)
@@ -557,11 +492,7 @@ func testPGStandbyLost(t *testing.T, bins Binaries) {
 	time.Sleep(wait)
 	standby("")
 	back := time.Now()
-	<-streamed
-	p.Wait(2 * time.Minute)
-	converge(t, s, 2*n, 2*time.Minute)
-	m.halt()
-	v := s.tally(recs)
+	v := finish(t, s, p, streamed, recs, m, 2*time.Minute)
 	retries, _ := s.relay.Metric("route_passport_outbox_retry_total")
 	// Rows whose transaction began during the wait (created_at is its
 	// start) committed after it: the last of them to be published.
@@ -613,11 +544,7 @@ func testPGBlackhole(t *testing.T, bins Binaries) {
 	time.Sleep(hole)
 	px.Heal(t, "blackhole")
 	healed := time.Now()
-	<-streamed
-	p.Wait(2 * time.Minute)
-	converge(t, s, 2*n, 2*time.Minute)
-	m.halt()
-	v := s.tally(recs)
+	v := finish(t, s, p, streamed, recs, m, 2*time.Minute)
 	ingDown, ingPolls := m.notReady("ingestor", holed, healed)
 	relayDown, relayPolls := m.notReady("relay", holed, healed)
 	ingFirst, relayFirst := m.firstNotReady("ingestor", holed, healed), m.firstNotReady("relay", holed, healed)
@@ -661,11 +588,7 @@ func testKafkaSlowLink(t *testing.T, bins Binaries) {
 	recs := GenValid(31, n)
 	p := NewProducer(t, s.bootstrap, s.topics.Input)
 	m := startMonitor(s)
-	<-streamAsync(p, recs, rate) // 20 s
-	p.Wait(2 * time.Minute)
-	converge(t, s, 2*n, 3*time.Minute)
-	m.halt()
-	v := s.tally(recs)
+	v := finish(t, s, p, streamAsync(p, recs, rate), recs, m, 3*time.Minute) // 20 s of stream
 	retries, _ := s.relay.Metric("route_passport_outbox_retry_total")
 	ingDown, ingPolls := m.notReady("ingestor", start, time.Now())
 	relayDown, relayPolls := m.notReady("relay", start, time.Now())
@@ -703,10 +626,7 @@ func testKafkaSlowStart(t *testing.T, bins Binaries) {
 	ready := time.Since(slowed)
 	recs := GenValid(37, n)
 	p := NewProducer(t, s.bootstrap, s.topics.Input)
-	<-streamAsync(p, recs, rate) // 20 s
-	p.Wait(2 * time.Minute)
-	converge(t, s, 2*n, 3*time.Minute)
-	v := s.tally(recs)
+	v := finish(t, s, p, streamAsync(p, recs, rate), recs, nil, 3*time.Minute) // 20 s of stream
 	report(t, "kafka-slow-start", v.String(), fmt.Sprintf("latency=%s±%s", latency, jitter),
 		fmt.Sprintf("both-ready-after=%s", secs(ready)),
 		exits(s),
@@ -756,10 +676,7 @@ func runHoleAtStart(t *testing.T, name string, s *stack, px *testenv.FaultProxy,
 		p = NewProducer(t, s.bootstrap, s.topics.Input)
 		streamed = streamAsync(p, recs, rate)
 	}
-	<-streamed
-	p.Wait(2 * time.Minute)
-	converge(t, s, 2*n, 2*time.Minute)
-	v := s.tally(recs)
+	v := finish(t, s, p, streamed, recs, nil, 2*time.Minute)
 	report(t, name, v.String(), fmt.Sprintf("ready-in-hole=ingestor:%t,relay:%t", ingReady, relReady),
 		fmt.Sprintf("ready-after-heal=ingestor:%s,relay:%s", secs(ingAfter), secs(relAfter)), exits(s))
 	if ingReady || relReady {
@@ -805,11 +722,7 @@ func testKafkaBlackhole(t *testing.T, bins Binaries) {
 	time.Sleep(hole)
 	px.Heal(t, "blackhole")
 	healed := time.Now()
-	<-streamed
-	p.Wait(3 * time.Minute)
-	converge(t, s, 2*n, 3*time.Minute)
-	m.halt()
-	v := s.tally(recs)
+	v := finish(t, s, p, streamed, recs, m, 3*time.Minute)
 	retries, _ := s.relay.Metric("route_passport_outbox_retry_total")
 	ingDown, ingPolls := m.notReady("ingestor", holed, healed)
 	relayDown, relayPolls := m.notReady("relay", holed, healed)
@@ -873,11 +786,7 @@ func runRecovery(t *testing.T, bins Binaries, name string, seed uint64, fault, e
 	time.Sleep(20 * time.Second)
 	end(r.s)
 	r.ended = time.Now()
-	<-streamed
-	r.p.Wait(2 * time.Minute)
-	converge(t, r.s, 2*recoveryPassports, 2*time.Minute)
-	r.m.halt()
-	r.v = r.s.tally(recs)
+	r.v = finish(t, r.s, r.p, streamed, recs, r.m, 2*time.Minute)
 	return r
 }
 

@@ -122,12 +122,7 @@ func testCrashLoop(t *testing.T, bins Binaries) {
 		}
 		pr.WaitReady(90 * time.Second)
 	}
-	if ok, desc := s.waitCommittedToEnd(3 * time.Minute); !ok {
-		t.Errorf("ingestor did not commit to the end of the input: %s", desc)
-	}
-	if ok, desc := s.waitPublished(2*n, 3*time.Minute); !ok {
-		t.Errorf("outbox not fully published: %s", desc)
-	}
+	converge(t, s, 2*n, 3*time.Minute)
 	v := s.tally(recs)
 	bound := kills["outbox-relay"] * relayWorkers * relayBatch
 	report(t, "crash-loop", v.String(),
@@ -188,35 +183,20 @@ func testDatabaseRestart(t *testing.T, bins Binaries) {
 	ingPID, relayPID := s.ingestor.PID(), s.relay.PID()
 
 	p := NewProducer(t, s.bootstrap, s.topics.Input)
-	streamed := make(chan struct{})
-	go func() { defer close(streamed); p.Stream(context.Background(), recs, 200, nil) }() // 30 s
+	streamed := streamAsync(p, recs, 200) // 30 s
 	time.Sleep(5 * time.Second)
 	s.pg.Stop(t)
 	down := time.Now()
 	w := watch(s.ingestor, 20*time.Second)
 	s.pg.Start(t)
 	outage := time.Since(down)
-	<-streamed
-	p.Wait(2 * time.Minute)
-
-	if ok, desc := s.waitCommittedToEnd(3 * time.Minute); !ok {
-		t.Errorf("ingestor did not commit to the end of the input: %s", desc)
-	}
-	if ok, desc := s.waitPublished(2*n, 3*time.Minute); !ok {
-		t.Errorf("outbox not fully published: %s", desc)
-	}
-	v := s.tally(recs)
+	v := finish(t, s, p, streamed, recs, nil, 3*time.Minute)
 	report(t, "database-restart", v.String(),
 		fmt.Sprintf("outage=%s", outage.Round(100*time.Millisecond)),
 		fmt.Sprintf("ingestor-not-ready=%d/%d", w.notReady, w.polls),
-		fmt.Sprintf("exits=ingestor:%d,relay:%d", s.ingestor.Unexpected(), s.relay.Unexpected()),
+		exits(s),
 		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
-	for _, d := range v.Details {
-		t.Log(d)
-	}
-	if v.Lost != 0 || v.DLQ != 0 || v.Failed != 0 || v.Published != 2*n {
-		t.Errorf("want lost=0 dlq=0 failed=0 published=%d; got %s", 2*n, v)
-	}
+	checkClean(t, v, 2*n, 0)
 	if w.notReady == 0 {
 		t.Errorf("ingestor /readyz stayed 200 while PostgreSQL was down (contract §1.5: reports not-ready)")
 	}
@@ -239,43 +219,23 @@ func testBrokerOutage(t *testing.T, bins Binaries) {
 	recs := GenValid(3, n)
 
 	p := NewProducer(t, s.bootstrap, s.topics.Input)
-	streamed := make(chan struct{})
-	go func() { defer close(streamed); p.Stream(context.Background(), recs, 200, nil) }() // 40 s
+	streamed := streamAsync(p, recs, 200) // 40 s
 	time.Sleep(5 * time.Second)
 	s.broker.Pause(t)
 	frozen := time.Now()
 	w := watch(s.relay, 30*time.Second)
 	s.broker.Resume(t)
 	outage := time.Since(frozen)
-	<-streamed
-	p.Wait(3 * time.Minute)
-
-	if ok, desc := s.waitCommittedToEnd(3 * time.Minute); !ok {
-		t.Errorf("ingestor did not commit to the end of the input: %s", desc)
-	}
-	if ok, desc := s.waitPublished(2*n, 3*time.Minute); !ok {
-		t.Errorf("outbox not fully published: %s", desc)
-	}
-	v := s.tally(recs)
+	v := finish(t, s, p, streamed, recs, nil, 3*time.Minute)
 	retries, _ := s.relay.Metric("route_passport_outbox_retry_total")
 	report(t, "broker-outage", v.String(),
 		fmt.Sprintf("outage=%s", outage.Round(100*time.Millisecond)),
 		fmt.Sprintf("relay-not-ready=%d/%d", w.notReady, w.polls),
 		fmt.Sprintf("relay-retries=%.0f", retries),
-		fmt.Sprintf("exits=ingestor:%d,relay:%d", s.ingestor.Unexpected(), s.relay.Unexpected()),
+		exits(s),
 		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
-	for _, d := range v.Details {
-		t.Log(d)
-	}
-	if v.Lost != 0 || v.Failed != 0 || v.Published != 2*n {
-		t.Errorf("want lost=0 failed=0 published=%d; got %s", 2*n, v)
-	}
-	if v.DLQ != 0 {
-		t.Errorf("%d valid passports were dead-lettered during the broker outage", v.DLQ)
-	}
-	if s.ingestor.Unexpected() != 0 || s.relay.Unexpected() != 0 {
-		t.Errorf("a process exited during the outage (ingestor %d, relay %d)", s.ingestor.Unexpected(), s.relay.Unexpected())
-	}
+	checkClean(t, v, 2*n, 0)
+	checkNoExits(t, s)
 }
 
 // testHostileInput: 2,000 records, most of them hostile, mixed with valid
