@@ -387,7 +387,8 @@ func (in *Ingestor) probeDB(ctx context.Context) error {
 }
 
 // slow reports whether err is a call that ran out of its bound
-// (INGEST_DB_TIMEOUT) while the database still answers: it is slow (a
+// (INGEST_DB_TIMEOUT, or a statement_timeout the operator set for the
+// role or the server) while the database still answers: it is slow (a
 // loaded machine, a large batch), not down, so the write is retried (in
 // halves if it keeps failing) without pausing consumption or turning
 // /readyz red. A write that is stuck rather than slow is reported by the
@@ -399,7 +400,7 @@ func (in *Ingestor) probeDB(ctx context.Context) error {
 // the pool's, and a database that answers a ping within a write's bound is
 // not down.
 func (in *Ingestor) slow(ctx context.Context, err error) bool {
-	if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+	if !store.TimedOut(err) || ctx.Err() != nil {
 		return false
 	}
 	pctx, cancel := context.WithTimeout(ctx, max(probeTimeout, in.cfg.WriteTimeout))

@@ -52,6 +52,7 @@ type testBundle struct {
 	pool      *pgxpool.Pool
 	producer  *kafkax.Producer
 	logger    *slog.Logger
+	logs      logCounter // what logger logged (warnings and up, unless INGEST_TEST_DEBUG)
 
 	commitMu  sync.Mutex
 	commitsAt map[int32]int64 // offsets seen by BeforeCommit (benchmark)
@@ -110,7 +111,8 @@ func setup(t testing.TB, partitions int, dbURL string) *testBundle {
 	if os.Getenv("INGEST_TEST_DEBUG") != "" {
 		level = slog.LevelDebug
 	}
-	b.logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
+	b.logs = logCounter{slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}), &sync.Mutex{}, &[]string{}}
+	b.logger = slog.New(b.logs)
 	p, err := kafkax.NewProducer(b.logger, kafkax.ProducerConfig{
 		ClientConfig:    kafkax.ClientConfig{BootstrapServers: b.bootstrap, ClientID: "ingest-test-dlq"},
 		DeliveryTimeout: 10 * time.Second,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/ingest"
@@ -275,10 +276,43 @@ func TestFrozenDLQBrokerRecoversWithinSeconds(t *testing.T) {
 func TestSlowWriteIsNotAnOutage(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1, "")
+	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = 500 * time.Millisecond })
+	polls, notReady := writeSlowly(t, b, r)
+	t.Logf("figures: slow write: %d of %d readiness polls non-200 while 50 passports took longer than the 1s bound", notReady, polls)
+	require.Zero(t, notReady, "a slow database is not an outage")
+}
+
+// The same with the bound the server's: statement_timeout set for the
+// database (an operator's policy for the role or the server) at 300 ms,
+// the ingestor's own bound far away. PostgreSQL cancels the statement
+// (SQLSTATE 57014); that is a slow database too. Before, it counted as an
+// outage: "postgres unavailable", consumption paused, /readyz non-200.
+func TestStatementTimeoutIsNotAnOutage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1, "")
+	admin := adminConn(t, b.dbURL)
+	var db string
+	require.NoError(t, admin.QueryRow(context.Background(), "select current_database()").Scan(&db))
+	_, err := admin.Exec(context.Background(), "alter database "+pgx.Identifier{db}.Sanitize()+" set statement_timeout = '300ms'")
+	require.NoError(t, err)
+	terminateOthers(t, admin)
+	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = 30 * time.Second })
+	polls, notReady := writeSlowly(t, b, r)
+	t.Logf("figures: statement_timeout 300ms: %d of %d readiness polls non-200 while 50 passports took longer", notReady, polls)
+	require.Zero(t, notReady, "a statement timeout while the database answers is not an outage")
+	require.Zero(t, b.logs.count("postgres unavailable"), "nor logged as one")
+	require.NotZero(t, b.logs.count("ran out of its time bound"), "the server's timeouts happened")
+}
+
+// writeSlowly makes every passport's insert take 40 ms (a trigger), writes
+// 50 passports through r after one fast one, polls /readyz every 50 ms
+// until they are in, and returns the polls and how many were not 200. It
+// stops r and checks that nothing was dead-lettered: a timeout is never a
+// rejection.
+func writeSlowly(t *testing.T, b *testBundle, r *running) (polls, notReady int) {
+	t.Helper()
 	ctx := context.Background()
 	admin := adminConn(t, b.dbURL)
-	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = 500 * time.Millisecond })
-
 	all, _ := b.warmUp(t, r, 1)
 
 	_, err := admin.Exec(ctx, `
@@ -291,7 +325,6 @@ for each row execute function slow_passport()`)
 	recs, _ := validRecords(t, 50)
 	all = append(all, testenv.Produce(t, b.bootstrap, b.topic, recs...)...)
 	done := make(chan struct{})
-	var polls, notReady int
 	go func() {
 		defer close(done)
 		for b.count(t, "select count(*) from route_passports") < 51 {
@@ -304,11 +337,10 @@ for each row execute function slow_passport()`)
 	}()
 	b.waitCommitted(t, endOffsets(all), 60*time.Second)
 	<-done
-	t.Logf("figures: slow write: %d of %d readiness polls non-200 while 50 passports took longer than the 1s bound", notReady, polls)
 	require.Greater(t, polls, 20, "the writes were slow (a poll every 50 ms)")
-	require.Zero(t, notReady, "a slow database is not an outage")
 	require.NoError(t, r.stop(t))
 	require.Empty(t, testenv.ReadAll(t, b.bootstrap, b.dlqTopic), "a timeout is never a rejection")
+	return polls, notReady
 }
 
 // A row lock held by a transaction left idle (a forgotten psql session that

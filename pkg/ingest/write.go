@@ -305,8 +305,10 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 			}
 			slow := in.slow(ctx, err)
 			if slow {
+				// err tells whose bound it was: ours (a deadline) or the
+				// server's statement_timeout.
 				in.logger.WarnContext(ctx, "a write ran out of its time bound while the database answers; retrying",
-					"records", len(span), "bound", in.onceTimeout(), "attempt", unavailable+1)
+					"records", len(span), "bound", in.onceTimeout(), "attempt", unavailable+1, "err", err)
 			} else {
 				in.dbHealth.fail(ctx, err)
 			}
@@ -315,7 +317,7 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 			// while the primary is gone and once more as the standby
 			// takes over, and must not be split for that. After a
 			// timeout slow has already pinged; ping only after others.
-			answers := slow || (!errors.Is(err, context.DeadlineExceeded) && in.pings(ctx))
+			answers := slow || (!store.TimedOut(err) && in.pings(ctx))
 			if answers {
 				unavailable++
 			} else {

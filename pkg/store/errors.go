@@ -77,6 +77,17 @@ func Classify(err error) Kind {
 	return KindUnavailable
 }
 
+// TimedOut reports whether err is a statement stopped by a time bound, not
+// refused: the caller's deadline, or the server's own (SQLSTATE 57014,
+// query_canceled: a statement_timeout set for the role, the database or the
+// server, or an operator's pg_cancel_backend). Classify makes it
+// KindUnavailable; a caller that finds the server answering may take it for
+// slowness rather than an outage.
+func TimedOut(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &pgErr) && pgErr.Code == "57014")
+}
+
 // isSerializationFailure reports whether err is PostgreSQL's
 // serialization_failure (40001), which read committed never raises.
 func isSerializationFailure(err error) bool {

@@ -29,8 +29,9 @@ func TestRefusalReason(t *testing.T) {
 }
 
 // Failover and hung-link errors, as a real server and pgx produce them,
-// are outages (pause and retry), never a record's rejection: a timeout, a
-// read-only primary (25006), a terminated session (57P01, what a failover
+// are outages (pause and retry), never a record's rejection: a timeout
+// (store.TimedOut tells it from the others: the caller may find the server
+// answering and take it for slowness), a read-only primary (25006), a terminated session (57P01, what a failover
 // or a restart does to open connections), a refused connection, and
 // target_session_attrs refusing a server of the wrong role.
 func TestFailoverAndTimeoutErrorsAreOutages(t *testing.T) {
@@ -82,6 +83,9 @@ func TestFailoverAndTimeoutErrorsAreOutages(t *testing.T) {
 	for name, err := range kinds {
 		require.Error(t, err, name)
 		require.Equal(t, store.KindUnavailable, store.Classify(fmt.Errorf("write: %w", err)), "%s: %v", name, err)
+		// Only the two timeouts are the bound's, not the server's state.
+		timedOut := strings.Contains(name, "timed out") || strings.Contains(name, "statement_timeout")
+		require.Equal(t, timedOut, store.TimedOut(fmt.Errorf("write: %w", err)), "%s: %v", name, err)
 	}
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, kinds["read-only transaction (25006)"], &pgErr)
