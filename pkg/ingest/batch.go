@@ -68,6 +68,10 @@ type batch struct {
 	fastDone    chan struct{}
 	fastFailed  bool
 	dbDone      chan struct{}
+	// fits is set when a write of the batch timed out while the database
+	// answered and was split: the most records one part then wrote
+	// (batchcap.go). Read by the poll loop after dbDone.
+	fits int
 }
 
 func newBatch(seq uint64, items []*item, prev *batch) *batch {

@@ -6,7 +6,8 @@
 //
 // One goroutine, the poll loop in [Ingestor.Run], owns the Kafka consumer
 // (only offset commits and the brokers' readiness probe run elsewhere): it
-// polls, groups records into batches (up to Config.BatchSize records and
+// polls, groups records into batches (up to Config.BatchSize records, fewer
+// while writes outrun their time bound (batchcap.go), and
 // Config.BatchBytes bytes; by default, Config.BatchMaxWait 0, whatever has
 // arrived when a pipeline slot is free and the batch ahead is committing,
 // so batches grow with the load and an idle record waits for nothing),

@@ -87,8 +87,9 @@ var errCommitHook = errors.New("ingest: commit stopped by hook")
 
 // Ingestor runs the consume → write/dead-letter → commit loop. The loop's
 // concerns live in files of their own: poll.go (polling and dispatch),
-// parse.go (parsing while records wait), batch.go (one batch), write.go
-// (the database write), deadletter.go, commit.go (offset commits), flow.go
+// parse.go (parsing while records wait), batch.go (one batch), batchcap.go
+// (smaller batches while writes outrun their bound), write.go (the
+// database write), deadletter.go, commit.go (offset commits), flow.go
 // (pause/resume), rebalance.go, health.go (the database and DLQ watchers)
 // and brokers.go (the input brokers' readiness).
 type Ingestor struct {
@@ -119,6 +120,7 @@ type Ingestor struct {
 	pending      []*item
 	pendingBytes int
 	pendingSince time.Time
+	batchCap     batchCap
 	// caughtUp: the last Poll returned nothing, so pending holds all that
 	// has arrived.
 	caughtUp   bool
@@ -159,6 +161,7 @@ func New(logger *slog.Logger, cfg Config, consumer Consumer, st Store, dl DLQ, m
 		ready:       ready,
 		owned:       map[int32]uint64{},
 		tracker:     newTracker(),
+		batchCap:    newBatchCap(cfg.BatchSize),
 		dispatched:  map[int32]int{},
 		results:     make(chan *batch, cfg.Pipeline),
 		paused:      map[int32]bool{},

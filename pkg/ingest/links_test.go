@@ -290,12 +290,7 @@ func TestSlowWriteIsNotAnOutage(t *testing.T) {
 func TestStatementTimeoutIsNotAnOutage(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1, "")
-	admin := adminConn(t, b.dbURL)
-	var db string
-	require.NoError(t, admin.QueryRow(context.Background(), "select current_database()").Scan(&db))
-	_, err := admin.Exec(context.Background(), "alter database "+pgx.Identifier{db}.Sanitize()+" set statement_timeout = '300ms'")
-	require.NoError(t, err)
-	terminateOthers(t, admin)
+	setStatementTimeout(t, adminConn(t, b.dbURL), "300ms")
 	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = 30 * time.Second })
 	polls, notReady := writeSlowly(t, b, r)
 	t.Logf("figures: statement_timeout 300ms: %d of %d readiness polls non-200 while 50 passports took longer", notReady, polls)
@@ -311,16 +306,10 @@ func TestStatementTimeoutIsNotAnOutage(t *testing.T) {
 // rejection.
 func writeSlowly(t *testing.T, b *testBundle, r *running) (polls, notReady int) {
 	t.Helper()
-	ctx := context.Background()
 	admin := adminConn(t, b.dbURL)
 	all, _ := b.warmUp(t, r, 1)
 
-	_, err := admin.Exec(ctx, `
-create function slow_passport() returns trigger language plpgsql as $$
-begin perform pg_sleep(0.04); return new; end $$;
-create trigger slow_passport before insert on route_passports
-for each row execute function slow_passport()`)
-	require.NoError(t, err)
+	slowInserts(t, admin)
 
 	recs, _ := validRecords(t, 50)
 	all = append(all, testenv.Produce(t, b.bootstrap, b.topic, recs...)...)
@@ -341,6 +330,59 @@ for each row execute function slow_passport()`)
 	require.NoError(t, r.stop(t))
 	require.Empty(t, testenv.ReadAll(t, b.bootstrap, b.dlqTopic), "a timeout is never a rejection")
 	return polls, notReady
+}
+
+// slowInserts makes every insert into route_passports take 40 ms (a
+// trigger).
+func slowInserts(t *testing.T, admin *pgx.Conn) {
+	t.Helper()
+	_, err := admin.Exec(context.Background(), `
+create function slow_passport() returns trigger language plpgsql as $$
+begin perform pg_sleep(0.04); return new; end $$;
+create trigger slow_passport before insert on route_passports
+for each row execute function slow_passport()`)
+	require.NoError(t, err)
+}
+
+// setStatementTimeout sets statement_timeout for the bundle's database and
+// ends its sessions so that new ones have it.
+func setStatementTimeout(t *testing.T, admin *pgx.Conn, timeout string) {
+	t.Helper()
+	var db string
+	require.NoError(t, admin.QueryRow(context.Background(), "select current_database()").Scan(&db))
+	_, err := admin.Exec(context.Background(), "alter database "+pgx.Identifier{db}.Sanitize()+" set statement_timeout = '"+timeout+"'")
+	require.NoError(t, err)
+	terminateOthers(t, admin)
+}
+
+// Once a full batch had to be split to fit the bound (statement_timeout
+// 300 ms, 40 ms per passport), the next batches are capped at what fitted:
+// a second burst of 50 passports runs out of the bound at most half as
+// often as the first. Without the cap each burst split the same way, after
+// two timeouts at each size.
+func TestBatchesShrinkToFitTheBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1, "")
+	admin := adminConn(t, b.dbURL)
+	setStatementTimeout(t, admin, "300ms")
+	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = 30 * time.Second })
+	all, _ := b.warmUp(t, r, 1)
+	slowInserts(t, admin)
+	timeouts := func() int { return b.logs.count("ran out of its time bound") }
+	var per [2]int
+	for round := range per {
+		before := timeouts()
+		recs, _ := validRecords(t, 50)
+		all = append(all, testenv.Produce(t, b.bootstrap, b.topic, recs...)...)
+		b.waitCommitted(t, endOffsets(all), 60*time.Second)
+		per[round] = timeouts() - before
+	}
+	t.Logf("figures: writes out of their bound: %d in the first burst of 50, %d in the second", per[0], per[1])
+	require.NoError(t, r.stop(t))
+	require.NotZero(t, per[0], "the first burst ran out of the bound")
+	require.LessOrEqual(t, 2*per[1], per[0], "the second burst, capped, times out at most half as often")
+	require.Equal(t, 1, b.logs.count("smaller batches"), "the cap is announced once")
+	require.Equal(t, 101, b.count(t, "select count(*) from route_passports"))
 }
 
 // A row lock held by a transaction left idle (a forgotten psql session that

@@ -121,7 +121,7 @@ func (in *Ingestor) awaitSlot(ctx context.Context, d time.Duration) {
 // batchFull reports whether the pending records fill a batch, by count or
 // by bytes.
 func (in *Ingestor) batchFull() bool {
-	return len(in.pending) >= in.cfg.BatchSize || in.pendingBytes >= in.cfg.BatchBytes
+	return len(in.pending) >= in.batchCap.limit() || in.pendingBytes >= in.cfg.BatchBytes
 }
 
 // batchDue reports whether the pending records should go now: a full
@@ -161,9 +161,10 @@ func (in *Ingestor) dispatch(ctx context.Context) {
 	// contract errors would be dead-lettered while the database is
 	// unavailable (contract §1.5), its valid records only retried.
 	for in.inflight < in.cfg.Pipeline && len(in.pending) > 0 && in.batchDue() && !in.held() && !in.holding() {
-		// Up to BatchSize records and BatchBytes bytes, at least one.
+		// Up to BatchSize records (or the cap: batchcap.go) and
+		// BatchBytes bytes, at least one.
 		n, size := 0, 0
-		for n < len(in.pending) && n < in.cfg.BatchSize {
+		for n < len(in.pending) && n < in.batchCap.limit() {
 			v := len(in.pending[n].rec().Value)
 			if n > 0 && size+v > in.cfg.BatchBytes {
 				break
@@ -218,5 +219,21 @@ func (in *Ingestor) finish(b *batch) {
 	if in.last == b {
 		in.last = nil
 	}
+	in.adaptBatchCap(b)
 	b.items = nil // let the records go
+}
+
+// adaptBatchCap takes b's write into the batch cap (batchcap.go) and says
+// when batches shrink below Config.BatchSize or are back to it.
+func (in *Ingestor) adaptBatchCap(b *batch) {
+	was := in.batchCap.limit()
+	in.batchCap.observe(len(b.items), b.fits, !b.fastFailed)
+	now := in.batchCap.limit()
+	switch {
+	case now < was && was == in.cfg.BatchSize:
+		in.logger.Warn("writes of a full batch run out of their time bound while the database answers; smaller batches until they fit again",
+			"batch_size", in.cfg.BatchSize, "cap", now, "bound", in.onceTimeout())
+	case now == in.cfg.BatchSize && was < now:
+		in.logger.Info("batches are back to their full size", "batch_size", now)
+	}
 }

@@ -32,7 +32,7 @@ func (in *Ingestor) write(ctx context.Context, b *batch, valid []*item) {
 	if b.prev != nil && !wait(ctx, b.prev.dbDone) {
 		return
 	}
-	in.writeSlow(ctx, valid, err)
+	b.fits = in.writeSlow(ctx, valid, err)
 }
 
 // errPredecessorFailed aborts a fast attempt whose predecessor failed.
@@ -226,8 +226,10 @@ const splitAfterFailures = 2
 // failing so while the database answers pings is split in halves too, in
 // case its size is the problem (a statement too large, a timeout). A
 // timeout is never a refusal: store.Classify makes it KindUnavailable. It
-// returns when every record is written or dead-lettered, or when ctx ends.
-func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error) {
+// returns when every record is written or dead-lettered, or when ctx ends;
+// fits is, when a span was split because it timed out, the most records a
+// span wrote afterwards (0 otherwise).
+func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error) (fits int) {
 	queue := [][]*item{items}
 	if store.Classify(firstErr) == store.KindRecord && len(items) > 1 {
 		queue = halves(items)
@@ -236,8 +238,9 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 	refusedBo := backoff.New(in.cfg.MinBackoff, in.cfg.MaxBackoff)  // one record refused
 	conflictBo := backoff.New(in.cfg.MinBackoff, in.cfg.MaxBackoff) // lost races in a row
 	refused := map[*item]int{}
-	unavailable := 0 // failures in a row of queue[0] as unavailable while the database answers
-	conflicts := 0   // failures in a row of queue[0] as a lost race
+	unavailable := 0  // failures in a row of queue[0] as unavailable while the database answers
+	conflicts := 0    // failures in a row of queue[0] as a lost race
+	timedOut := false // a span was split because it ran out of its bound
 	for len(queue) > 0 {
 		span := in.ownedItems(queue[0])
 		if len(span) == 0 {
@@ -258,9 +261,12 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 			in.dbHealth.ok(ctx)
 			bo.Reset()
 			in.markWritten(span)
+			if timedOut {
+				fits = max(fits, len(span))
+			}
 			queue = queue[1:]
 		case store.KindCanceled:
-			return
+			return fits
 		case store.KindConflict:
 			// Lost a race with a concurrent transaction more often than
 			// store.Write runs it again (a deadlock with another
@@ -275,7 +281,7 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 			in.logger.InfoContext(ctx, "a write lost a race with a concurrent transaction; retrying",
 				"records", len(span), "attempt", conflicts, "err", err)
 			if !backoff.Sleep(ctx, conflictBo.Next()) {
-				return
+				return fits
 			}
 		case store.KindRecord:
 			in.dbHealth.ok(ctx) // it answered
@@ -293,7 +299,7 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 					refusedBo.Reset()
 				}
 				if !backoff.Sleep(ctx, refusedBo.Next()) {
-					return
+					return fits
 				}
 				continue
 			}
@@ -301,7 +307,7 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 			queue = queue[1:]
 		default:
 			if ctx.Err() != nil {
-				return
+				return fits
 			}
 			slow := in.slow(ctx, err)
 			if slow {
@@ -328,13 +334,15 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 					"records", len(span), "attempts", unavailable, "err", err)
 				queue = append(halves(span), queue[1:]...)
 				unavailable = 0
+				timedOut = timedOut || store.TimedOut(err)
 			}
 			// A probe that reaches the database again ends the wait.
 			if !in.dbHealth.sleep(ctx, bo.Next()) {
-				return
+				return fits
 			}
 		}
 	}
+	return fits
 }
 
 func (in *Ingestor) markWritten(items []*item) {
