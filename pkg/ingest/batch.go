@@ -68,10 +68,12 @@ type batch struct {
 	fastDone    chan struct{}
 	fastFailed  bool
 	dbDone      chan struct{}
-	// fits is set when a write of the batch timed out while the database
-	// answered and was split: the most records one part then wrote
-	// (batchcap.go). Read by the poll loop after dbDone.
-	fits int
+	// wrote is how many valid records the batch had to write; fits and
+	// tooBig are set when a write of it timed out while the database
+	// answered and was split: the most records one part then wrote and the
+	// smallest part that timed out (batchcap.go). Read by the poll loop
+	// after dbDone.
+	wrote, fits, tooBig int
 }
 
 func newBatch(seq uint64, items []*item, prev *batch) *batch {

@@ -72,11 +72,15 @@
 //     retrying (the server may answer and refuse writes); a span that keeps
 //     failing while pings succeed is split in halves. A write's statements
 //     and its commit are each bounded by Config.WriteTimeout
-//     (INGEST_DB_TIMEOUT; a call carrying both gets twice it); a
-//     timeout is never a rejection, and an outage only when the server
-//     then fails a ping (a slow database is retried, not paused for; a
-//     write stuck behind a table lock or an idle transaction is found by
-//     the probe, see probeDB). While the database is down
+//     (INGEST_DB_TIMEOUT; a call carrying both gets twice it), and by
+//     the server's statement_timeout if one is set; a timeout is never a
+//     rejection, and an outage only when the server then fails a ping or
+//     a lone record keeps timing out (a slow database is retried, not
+//     paused for, and later batches are capped at what fitted,
+//     batchcap.go; a write stuck behind a table lock or an idle
+//     transaction is found by the probe, see probeDB, or, when a short
+//     statement_timeout cuts it first, as that lone record). While the
+//     database is down
 //     it is pinged every 250ms, and each successful ping ends the retries'
 //     backoff sleep, so writing resumes within a tick of its return (at
 //     worst the rest of a probe's wait, see probeTimeout); while

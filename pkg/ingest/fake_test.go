@@ -637,6 +637,44 @@ func TestFakeConflictsAreNotAnOutage(t *testing.T) {
 	require.Equal(t, 3, r.logs.count("lost a race"), "one line per race lost after the fast attempt")
 }
 
+// Writes of more than 10 records run out of the server's statement_timeout
+// (SQLSTATE 57014) while the database answers. The first burst splits its
+// batch down to parts that fit, two timeouts at each size; the next batches
+// are capped at what fitted (batchcap.go), so a second burst times out at
+// most once on its way back up (two warnings, four with the batch in
+// flight beside it). /readyz stays 200 throughout. Without the cap the
+// second burst split the same way as the first.
+func TestFakeBatchesShrinkToFitTheBound(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	s := newFakeStore()
+	s.setFail(func(recs []passport.Accepted) error {
+		if len(recs) > 10 {
+			return fmt.Errorf("write %d passports: %w", len(recs), &pgconn.PgError{Code: "57014", Message: "canceling statement due to statement timeout"})
+		}
+		return nil
+	})
+	r := startFake(t, c, s, &fakeDLQ{}, func(cfg *ingest.Config) { cfg.BatchSize = 100 })
+	require.Eventually(t, func() bool { return r.ready.Check() == nil }, 10*time.Second, 5*time.Millisecond)
+	timeouts := func() int { return r.logs.count("ran out of its time bound") }
+	var per [2]int
+	for round := range per {
+		before := timeouts()
+		c.add(0, values(t, 100)...)
+		want := 100 * (round + 1)
+		for deadline := time.Now().Add(20 * time.Second); !(s.routes() == want && c.committedAt(0) == int64(want)); time.Sleep(time.Millisecond) {
+			require.NoError(t, r.ready.Check(), "not ready while writes outrun the bound")
+			require.True(t, time.Now().Before(deadline), "burst %d not written and committed within 20s", round+1)
+		}
+		per[round] = timeouts() - before
+	}
+	t.Logf("figures: writes out of their bound: %d in the first burst of 100, %d in the second", per[0], per[1])
+	require.GreaterOrEqual(t, per[0], 10, "the first burst split down from 100")
+	require.LessOrEqual(t, per[1], 4, "the second burst, capped, overshoots at most once")
+	require.Equal(t, 1, r.logs.count("smaller batches"), "the cap is announced once")
+	require.Zero(t, r.logs.count("unavailable"))
+}
+
 // A failing offset commit is retried with backoff, not on every loop pass,
 // and logged once.
 func TestFakeFailingCommitBacksOff(t *testing.T) {

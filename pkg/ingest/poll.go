@@ -227,7 +227,7 @@ func (in *Ingestor) finish(b *batch) {
 // when batches shrink below Config.BatchSize or are back to it.
 func (in *Ingestor) adaptBatchCap(b *batch) {
 	was := in.batchCap.limit()
-	in.batchCap.observe(len(b.items), b.fits, !b.fastFailed)
+	in.batchCap.observe(b.wrote, b.fits, b.tooBig, !b.fastFailed)
 	now := in.batchCap.limit()
 	switch {
 	case now < was && was == in.cfg.BatchSize:

@@ -17,6 +17,7 @@ import (
 // if it failed, the careful way.
 func (in *Ingestor) write(ctx context.Context, b *batch, valid []*item) {
 	defer close(b.dbDone)
+	b.wrote = len(valid)
 	if len(valid) > 0 {
 		in.dbWriters.Add(1)
 		defer in.dbWriters.Add(-1)
@@ -32,7 +33,7 @@ func (in *Ingestor) write(ctx context.Context, b *batch, valid []*item) {
 	if b.prev != nil && !wait(ctx, b.prev.dbDone) {
 		return
 	}
-	b.fits = in.writeSlow(ctx, valid, err)
+	b.fits, b.tooBig = in.writeSlow(ctx, valid, err)
 }
 
 // errPredecessorFailed aborts a fast attempt whose predecessor failed.
@@ -226,10 +227,16 @@ const splitAfterFailures = 2
 // failing so while the database answers pings is split in halves too, in
 // case its size is the problem (a statement too large, a timeout). A
 // timeout is never a refusal: store.Classify makes it KindUnavailable. It
-// returns when every record is written or dead-lettered, or when ctx ends;
-// fits is, when a span was split because it timed out, the most records a
-// span wrote afterwards (0 otherwise).
-func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error) (fits int) {
+// returns when every record is written or dead-lettered, or when ctx ends.
+// When a span was split because it timed out, fits is the most records a
+// span wrote afterwards and tooBig the smallest span split so (both 0
+// otherwise).
+//
+// A lone record that keeps timing out while the database answers pings is
+// not slow but stuck (a lock that a statement_timeout shorter than the
+// stuck-write probe's wait cuts before the probe sees it): that is an
+// outage.
+func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error) (fits, tooBig int) {
 	queue := [][]*item{items}
 	if store.Classify(firstErr) == store.KindRecord && len(items) > 1 {
 		queue = halves(items)
@@ -266,7 +273,7 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 			}
 			queue = queue[1:]
 		case store.KindCanceled:
-			return fits
+			return fits, tooBig
 		case store.KindConflict:
 			// Lost a race with a concurrent transaction more often than
 			// store.Write runs it again (a deadlock with another
@@ -281,7 +288,7 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 			in.logger.InfoContext(ctx, "a write lost a race with a concurrent transaction; retrying",
 				"records", len(span), "attempt", conflicts, "err", err)
 			if !backoff.Sleep(ctx, conflictBo.Next()) {
-				return fits
+				return fits, tooBig
 			}
 		case store.KindRecord:
 			in.dbHealth.ok(ctx) // it answered
@@ -299,7 +306,7 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 					refusedBo.Reset()
 				}
 				if !backoff.Sleep(ctx, refusedBo.Next()) {
-					return fits
+					return fits, tooBig
 				}
 				continue
 			}
@@ -307,10 +314,13 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 			queue = queue[1:]
 		default:
 			if ctx.Err() != nil {
-				return fits
+				return fits, tooBig
 			}
 			slow := in.slow(ctx, err)
-			if slow {
+			// A lone record that times out again is stuck, not slow (the
+			// outage logs once, not per retry).
+			stuck := slow && len(span) == 1 && unavailable+1 >= splitAfterFailures
+			if slow && !stuck {
 				// err tells whose bound it was: ours (a deadline) or the
 				// server's statement_timeout.
 				in.logger.WarnContext(ctx, "a write ran out of its time bound while the database answers; retrying",
@@ -334,15 +344,24 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 					"records", len(span), "attempts", unavailable, "err", err)
 				queue = append(halves(span), queue[1:]...)
 				unavailable = 0
-				timedOut = timedOut || store.TimedOut(err)
+				if store.TimedOut(err) {
+					timedOut = true
+					if tooBig == 0 || len(span) < tooBig {
+						tooBig = len(span)
+					}
+					// New spans, not the same one failing: the descent to a
+					// size that fits (or to a stuck lone record) must not
+					// wait out a backoff grown at the sizes above.
+					bo.Reset()
+				}
 			}
 			// A probe that reaches the database again ends the wait.
 			if !in.dbHealth.sleep(ctx, bo.Next()) {
-				return fits
+				return fits, tooBig
 			}
 		}
 	}
-	return fits
+	return fits, tooBig
 }
 
 func (in *Ingestor) markWritten(items []*item) {
