@@ -393,7 +393,8 @@ func (in *Ingestor) probeDB(ctx context.Context) error {
 // halves if it keeps failing) without pausing consumption or turning
 // /readyz red. A write that is stuck rather than slow is reported by the
 // watch's probe (probeDB) within a second or so, before its own bound runs
-// out.
+// out; one that a shorter statement_timeout cuts first, by writeSlow, as a
+// lone record that keeps timing out.
 //
 // The ping gets as long as the write had (at least probeTimeout): it may
 // wait for a connection while the other batch in flight and the probe hold

@@ -232,7 +232,7 @@ func (in *Ingestor) adaptBatchCap(b *batch) {
 	switch {
 	case now < was && was == in.cfg.BatchSize:
 		in.logger.Warn("writes of a full batch run out of their time bound while the database answers; smaller batches until they fit again",
-			"batch_size", in.cfg.BatchSize, "cap", now, "bound", in.onceTimeout())
+			"batch_size", in.cfg.BatchSize, "cap", now)
 	case now == in.cfg.BatchSize && was < now:
 		in.logger.Info("batches are back to their full size", "batch_size", now)
 	}
