@@ -61,9 +61,8 @@ func Classify(err error) Kind {
 	if errors.Is(err, context.Canceled) {
 		return KindCanceled
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return classifySQLState(pgErr.Code)
+	if code := sqlState(err); code != "" {
+		return classifySQLState(code)
 	}
 	var connErr *pgconn.ConnectError
 	var netErr net.Error
@@ -84,15 +83,23 @@ func Classify(err error) Kind {
 // KindUnavailable; a caller that finds the server answering may take it for
 // slowness rather than an outage.
 func TimedOut(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &pgErr) && pgErr.Code == "57014")
+	return errors.Is(err, context.DeadlineExceeded) || sqlState(err) == "57014"
 }
 
 // isSerializationFailure reports whether err is PostgreSQL's
 // serialization_failure (40001), which read committed never raises.
 func isSerializationFailure(err error) bool {
+	return sqlState(err) == "40001"
+}
+
+// sqlState is the SQLSTATE of the server's error in err's chain, "" when
+// there is none (a connection error, a timeout of the caller's).
+func sqlState(err error) string {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "40001"
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
 }
 
 // classifySQLState maps SQLSTATE classes (PostgreSQL appendix A).

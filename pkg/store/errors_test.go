@@ -31,9 +31,10 @@ func TestRefusalReason(t *testing.T) {
 // Failover and hung-link errors, as a real server and pgx produce them,
 // are outages (pause and retry), never a record's rejection: a timeout
 // (store.TimedOut tells it from the others: the caller may find the server
-// answering and take it for slowness), a read-only primary (25006), a terminated session (57P01, what a failover
-// or a restart does to open connections), a refused connection, and
-// target_session_attrs refusing a server of the wrong role.
+// answering and take it for slowness), a read-only primary (25006), a
+// terminated session (57P01, what a failover or a restart does to open
+// connections), a refused connection, and target_session_attrs refusing a
+// server of the wrong role.
 func TestFailoverAndTimeoutErrorsAreOutages(t *testing.T) {
 	t.Parallel()
 	url := testenv.DatabaseURL(t)

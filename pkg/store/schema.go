@@ -2,12 +2,10 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/tern/v2/migrate"
 
@@ -52,11 +50,10 @@ func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
 	var have int
 	// The simple protocol: one round trip on a new connection (see stuck).
 	err = pool.QueryRow(ctx, `select coalesce(max(version), 0) from `+VersionTable, pgx.QueryExecModeSimpleProtocol).Scan(&have)
-	var pgErr *pgconn.PgError
 	switch {
-	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table: never migrated
+	case sqlState(err) == "42P01": // undefined_table: never migrated
 		have = 0
-	case errors.As(err, &pgErr) && pgErr.Code == "42501": // insufficient_privilege
+	case sqlState(err) == "42501": // insufficient_privilege
 		return nil
 	case err != nil:
 		return fmt.Errorf("read the schema version: %w", err)
