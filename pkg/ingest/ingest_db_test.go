@@ -24,11 +24,14 @@ func adminConn(t *testing.T, url string) *pgx.Conn {
 	return conn
 }
 
-// terminateOthers ends every other session on the database, so that new
-// sessions pick up its settings.
-func terminateOthers(t *testing.T, conn *pgx.Conn) {
+// alterDatabase runs `alter database <conn's database> <change>` (e.g.
+// "set statement_timeout = '300ms'") and ends every other session on the
+// database, so that new sessions pick the change up.
+func alterDatabase(t *testing.T, conn *pgx.Conn, change string) {
 	t.Helper()
-	_, err := conn.Exec(context.Background(),
+	_, err := conn.Exec(context.Background(), "alter database "+pgx.Identifier{conn.Config().Database}.Sanitize()+" "+change)
+	require.NoError(t, err)
+	_, err = conn.Exec(context.Background(),
 		"select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()")
 	require.NoError(t, err)
 }
@@ -41,7 +44,6 @@ func TestDatabaseReadOnly(t *testing.T) {
 	b := setup(t, 2, "")
 	ctx := context.Background()
 	admin := adminConn(t, b.dbURL)
-	db := pgx.Identifier{admin.Config().Database}.Sanitize()
 	r := b.start(t, func(c *ingest.Config) { c.MaxBackoff = time.Second })
 
 	var all []testenv.Record
@@ -53,9 +55,7 @@ func TestDatabaseReadOnly(t *testing.T) {
 	b.waitCommitted(t, endOffsets(all), 60*time.Second)
 	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
 
-	_, err := admin.Exec(ctx, "alter database "+db+" set default_transaction_read_only = on")
-	require.NoError(t, err)
-	terminateOthers(t, admin)
+	alterDatabase(t, admin, "set default_transaction_read_only = on")
 	produce(20)
 	require.Eventually(t, func() bool { return r.readyz(t) != http.StatusOK }, 30*time.Second, 50*time.Millisecond)
 	// Many probe periods: pings succeed meanwhile.
@@ -68,9 +68,7 @@ func TestDatabaseReadOnly(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(ctx, "show transaction_read_only").Scan(&ro))
 	require.Equal(t, "on", ro, "the database was read-only all along")
 
-	_, err = admin.Exec(ctx, "alter database "+db+" reset default_transaction_read_only")
-	require.NoError(t, err)
-	terminateOthers(t, admin)
+	alterDatabase(t, admin, "reset default_transaction_read_only")
 	b.waitCommitted(t, endOffsets(all), 90*time.Second)
 	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
 	require.NoError(t, r.stop(t))

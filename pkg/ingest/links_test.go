@@ -290,7 +290,7 @@ func TestSlowWriteIsNotAnOutage(t *testing.T) {
 func TestStatementTimeoutIsNotAnOutage(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1, "")
-	setStatementTimeout(t, adminConn(t, b.dbURL), "300ms")
+	alterDatabase(t, adminConn(t, b.dbURL), "set statement_timeout = '300ms'")
 	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = 30 * time.Second })
 	polls, notReady := writeSlowly(t, b, r)
 	t.Logf("figures: statement_timeout 300ms: %d of %d readiness polls non-200 while 50 passports took longer", notReady, polls)
@@ -344,17 +344,6 @@ for each row execute function slow_passport()`)
 	require.NoError(t, err)
 }
 
-// setStatementTimeout sets statement_timeout for the bundle's database and
-// ends its sessions so that new ones have it.
-func setStatementTimeout(t *testing.T, admin *pgx.Conn, timeout string) {
-	t.Helper()
-	var db string
-	require.NoError(t, admin.QueryRow(context.Background(), "select current_database()").Scan(&db))
-	_, err := admin.Exec(context.Background(), "alter database "+pgx.Identifier{db}.Sanitize()+" set statement_timeout = '"+timeout+"'")
-	require.NoError(t, err)
-	terminateOthers(t, admin)
-}
-
 // A row lock held by a transaction left idle (a forgotten psql session that
 // updated a passport): the redelivered passport's write waits for it with
 // no end in sight, so the ingestor is not ready within a few seconds,
@@ -383,7 +372,7 @@ func rowLockOutage(t *testing.T, statementTimeout string) {
 	ctx := context.Background()
 	admin := adminConn(t, b.dbURL)
 	if statementTimeout != "" {
-		setStatementTimeout(t, admin, statementTimeout)
+		alterDatabase(t, admin, "set statement_timeout = '"+statementTimeout+"'")
 	}
 	// A bound far past the test, so that only the probe (or the server's
 	// timeout) can report it.
