@@ -245,9 +245,8 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 	refusedBo := backoff.New(in.cfg.MinBackoff, in.cfg.MaxBackoff)  // one record refused
 	conflictBo := backoff.New(in.cfg.MinBackoff, in.cfg.MaxBackoff) // lost races in a row
 	refused := map[*item]int{}
-	unavailable := 0  // failures in a row of queue[0] as unavailable while the database answers
-	conflicts := 0    // failures in a row of queue[0] as a lost race
-	timedOut := false // a span was split because it ran out of its bound
+	unavailable := 0 // failures in a row of queue[0] as unavailable while the database answers
+	conflicts := 0   // failures in a row of queue[0] as a lost race
 	for len(queue) > 0 {
 		span := in.ownedItems(queue[0])
 		if len(span) == 0 {
@@ -268,7 +267,7 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 			in.dbHealth.ok(ctx)
 			bo.Reset()
 			in.markWritten(span)
-			if timedOut {
+			if tooBig > 0 { // after a split for a timeout
 				fits = max(fits, len(span))
 			}
 			queue = queue[1:]
@@ -345,7 +344,6 @@ func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error
 				queue = append(halves(span), queue[1:]...)
 				unavailable = 0
 				if store.TimedOut(err) {
-					timedOut = true
 					if tooBig == 0 || len(span) < tooBig {
 						tooBig = len(span)
 					}
