@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pcp/route-processing/pkg/outbox"
@@ -179,7 +181,9 @@ func (s *Passports) queue(b *pgx.Batch, accepted []passport.Accepted) (int, erro
 		}
 	}
 	if len(order) > 0 {
-		b.Queue(writeSQL, append(append(pr.args(), or.args()...), s.maxAttempts)...)
+		args := append(append(pr.args(), or.args()...), s.maxAttempts)
+		args[0] = reserved[[]pgtype.UUID]{size: pr.size() + or.size(), value: pr.routeID}
+		b.Queue(writeSQL, args...)
 		b.Queue(notifySQL, NotifyChannel)
 	}
 	return len(order), nil
@@ -258,25 +262,26 @@ on conflict (route_id, event_type) do nothing`
 
 // passportRows holds the unnest arrays of the upsert, one per column.
 type passportRows struct {
-	routeID, nameFull, nameShort, kaShort, kaFull []string
-	orbit                                         []int64
-	orbitState                                    []string
-	begin, end                                    []time.Time
-	rollMin, rollMax, visirMin, visirMax          []float64
-	resRange, resAzimuth                          []float64
-	polarisation                                  [][]byte
-	level, wkt, status                            []string
-	traceID, correlationID                        []*string
-	srcTopic                                      []string
-	srcPartition                                  []int32
-	srcOffset                                     []int64
-	srcKey                                        [][]byte
-	raw                                           [][]byte
+	routeID                              []pgtype.UUID
+	nameFull, nameShort, kaShort, kaFull []string
+	orbit                                []int64
+	orbitState                           []string
+	begin, end                           []time.Time
+	rollMin, rollMax, visirMin, visirMax []float64
+	resRange, resAzimuth                 []float64
+	polarisation                         [][]byte
+	level, wkt, status                   []string
+	traceID, correlationID               []*string
+	srcTopic                             []string
+	srcPartition                         []int32
+	srcOffset                            []int64
+	srcKey                               [][]byte
+	raw                                  [][]byte
 }
 
 func newPassportRows(n int) *passportRows {
 	return &passportRows{
-		routeID: make([]string, 0, n), nameFull: make([]string, 0, n), nameShort: make([]string, 0, n),
+		routeID: make([]pgtype.UUID, 0, n), nameFull: make([]string, 0, n), nameShort: make([]string, 0, n),
 		kaShort: make([]string, 0, n), kaFull: make([]string, 0, n), orbit: make([]int64, 0, n),
 		orbitState: make([]string, 0, n), begin: make([]time.Time, 0, n), end: make([]time.Time, 0, n),
 		rollMin: make([]float64, 0, n), rollMax: make([]float64, 0, n),
@@ -295,7 +300,12 @@ func (r *passportRows) add(acc *passport.Accepted) error {
 	if err != nil {
 		return fmt.Errorf("encode polarisation of %s: %w", p.RouteID, err)
 	}
-	r.routeID = append(r.routeID, p.RouteID)
+	// Validation admits only canonical UUIDs: an error here is a bug.
+	id, err := uuid.Parse(p.RouteID)
+	if err != nil {
+		return fmt.Errorf("encode route id of offset %d: %w", rec.Offset, err)
+	}
+	r.routeID = append(r.routeID, pgtype.UUID{Bytes: id, Valid: true})
 	r.nameFull = append(r.nameFull, p.RouteNameFull)
 	r.nameShort = append(r.nameShort, p.RouteNameShort)
 	r.kaShort = append(r.kaShort, p.KaShort)
@@ -335,6 +345,17 @@ func (r *passportRows) args() []any {
 	}
 }
 
+// size is about what pgx encodes the rows into, for [reserved]: the
+// documents, the WKT and the keys, and a kilobyte per passport for the
+// other two dozen columns (about 600 bytes with typical values).
+func (r *passportRows) size() int {
+	n := 1024 * len(r.routeID)
+	for i := range r.raw {
+		n += len(r.raw[i]) + len(r.wkt[i]) + len(r.srcKey[i])
+	}
+	return n
+}
+
 // jsonArray makes pgx encode raw JSON documents as jsonb[] elements rather
 // than bytea.
 func jsonArray(docs [][]byte) []json.RawMessage {
@@ -347,13 +368,14 @@ func jsonArray(docs [][]byte) []json.RawMessage {
 
 // outboxRows holds the unnest arrays of the outbox insert.
 type outboxRows struct {
-	id, routeID, eventType, topic, key []string
-	payload, headers                   [][]byte
+	id, routeID           []pgtype.UUID
+	eventType, topic, key []string
+	payload, headers      [][]byte
 }
 
 func newOutboxRows(n int) *outboxRows {
 	return &outboxRows{
-		id: make([]string, 0, n), routeID: make([]string, 0, n), eventType: make([]string, 0, n),
+		id: make([]pgtype.UUID, 0, n), routeID: make([]pgtype.UUID, 0, n), eventType: make([]string, 0, n),
 		topic: make([]string, 0, n), key: make([]string, 0, n),
 		payload: make([][]byte, 0, n), headers: make([][]byte, 0, n),
 	}
@@ -368,8 +390,12 @@ func (o *outboxRows) add(events []outbox.Event) error {
 		if err != nil {
 			return fmt.Errorf("encode outbox headers: %w", err)
 		}
-		o.id = append(o.id, ev.ID.String())
-		o.routeID = append(o.routeID, ev.RouteID)
+		routeID, err := uuid.Parse(ev.RouteID)
+		if err != nil {
+			return fmt.Errorf("encode route id of event %s: %w", ev.ID, err)
+		}
+		o.id = append(o.id, pgtype.UUID{Bytes: ev.ID, Valid: true})
+		o.routeID = append(o.routeID, pgtype.UUID{Bytes: routeID, Valid: true})
 		o.eventType = append(o.eventType, ev.Type)
 		o.topic = append(o.topic, ev.Topic)
 		o.key = append(o.key, ev.Key)
@@ -377,6 +403,16 @@ func (o *outboxRows) add(events []outbox.Event) error {
 		o.headers = append(o.headers, hdr)
 	}
 	return nil
+}
+
+// size is about what pgx encodes the rows into, for [reserved]: the
+// payloads and headers, and 200 bytes per event for the rest.
+func (o *outboxRows) size() int {
+	n := 200 * len(o.id)
+	for i := range o.payload {
+		n += len(o.payload[i]) + len(o.headers[i])
+	}
+	return n
 }
 
 func (o *outboxRows) args() []any {

@@ -86,6 +86,10 @@ func Open(ctx context.Context, databaseURL, application string) (*pgxpool.Pool, 
 	if !strings.Contains(databaseURL, "pool_health_check_period") {
 		cfg.HealthCheckPeriod = HealthCheckPeriod
 	}
+	cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+		registerTypes(conn.TypeMap())
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create pool: %w", err)

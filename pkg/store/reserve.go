@@ -1,0 +1,57 @@
+package store
+
+import (
+	"database/sql/driver"
+	"slices"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// reserved is a query argument that makes room for a whole query's
+// parameters before its own value is encoded. pgx encodes all of a query's
+// parameters into one buffer that starts at 128 bytes, grows by appending
+// and is dropped after the query: the ingest write of 500 passports (about
+// 4 MB) grew it some forty times, allocating and copying 23 MB. Given as the
+// first argument with the size of them all, it makes that one allocation
+// (BenchmarkWriteArgs). size is an estimate: too small costs the growth it
+// did not avoid, too large costs memory for one query.
+type reserved[T any] struct {
+	size  int
+	value T
+}
+
+func (r reserved[T]) reservation() (int, any) { return r.size, r.value }
+
+// Value lets a connection whose type map lacks [wrapReserved] (a pool not
+// made by [Open]) encode the value through database/sql's interface, as it
+// is, without the reservation.
+func (r reserved[T]) Value() (driver.Value, error) { return r.value, nil }
+
+type reservation interface{ reservation() (int, any) }
+
+// wrapReserved is the pgtype hook that encodes a [reserved]: [Open] puts it
+// first in each connection's TryWrapEncodePlanFuncs. pgx memoizes the plan
+// per argument type, which is why reserved is generic: each value type gets
+// its own plan.
+func wrapReserved(value any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
+	r, ok := value.(reservation)
+	if !ok {
+		return nil, nil, false
+	}
+	_, v := r.reservation()
+	return &reservePlan{}, v, true
+}
+
+type reservePlan struct{ next pgtype.EncodePlan }
+
+func (p *reservePlan) SetNext(next pgtype.EncodePlan) { p.next = next }
+
+func (p *reservePlan) Encode(value any, buf []byte) ([]byte, error) {
+	size, v := value.(reservation).reservation()
+	return p.next.Encode(v, slices.Grow(buf, size))
+}
+
+// registerTypes adds this package's encode hooks to a connection's type map.
+func registerTypes(m *pgtype.Map) {
+	m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{wrapReserved}, m.TryWrapEncodePlanFuncs...)
+}

@@ -1,0 +1,111 @@
+package store_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/passport"
+	"github.com/pcp/route-processing/pkg/passportgen"
+	"github.com/pcp/route-processing/pkg/record"
+	"github.com/pcp/route-processing/pkg/store"
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+// generated returns n accepted passports of passportgen's realistic kind.
+func generated(t testing.TB, n int) []passport.Accepted {
+	t.Helper()
+	rng := passportgen.NewRand(7)
+	out := make([]passport.Accepted, n)
+	for i := range out {
+		r := passportgen.Valid(rng)
+		p, err := passport.Parse(r.Value, passport.Limits{})
+		require.NoError(t, err)
+		out[i] = passport.Accept(p, record.Record{Topic: "pcp.request.survey-georeference.v1", Offset: int64(i), Key: r.Key, Value: r.Value}, events)
+	}
+	return out
+}
+
+// writeStatement returns the write's parameter types as the server
+// describes them, and a pool connection's type map (which [store.Open]
+// gave the reservation hook).
+func writeStatement(t testing.TB) (*pgconn.StatementDescription, *pgtype.Map) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := testenv.Pool(t).Acquire(ctx)
+	require.NoError(t, err)
+	t.Cleanup(conn.Release)
+	sd, err := conn.Conn().Prepare(ctx, "", store.WriteSQL)
+	require.NoError(t, err)
+	return sd, conn.Conn().TypeMap()
+}
+
+func encode(t testing.TB, m *pgtype.Map, sd *pgconn.StatementDescription, args []any) [][]byte {
+	t.Helper()
+	var eqb pgx.ExtendedQueryBuilder
+	require.NoError(t, eqb.Build(m, sd, args))
+	return eqb.ParamValues
+}
+
+// TestWriteReservesItsParameters: the write's first argument makes room for
+// all the parameters, which are encoded to the same bytes as without it,
+// also by a type map that lacks the hook.
+func TestWriteReservesItsParameters(t *testing.T) {
+	t.Parallel()
+	sd, hooked := writeStatement(t)
+	args, err := store.WriteArgs(generated(t, 200))
+	require.NoError(t, err)
+	size, value := store.Reservation(args[0])
+	plain := slices.Clone(args)
+	plain[0] = value
+
+	want := encode(t, pgtype.NewMap(), sd, plain)
+	total := 0
+	for _, v := range want {
+		total += len(v)
+	}
+	require.GreaterOrEqual(t, size, total, "the estimate covers the parameters")
+	require.LessOrEqual(t, size, total*3/2, "the estimate is not far above them")
+
+	got := encode(t, hooked, sd, args)
+	require.Equal(t, want, got)
+	require.GreaterOrEqual(t, cap(got[0]), total, "the hook reserved the room in pgx's buffer")
+
+	require.Equal(t, want, encode(t, pgtype.NewMap(), sd, args), "a map without the hook encodes the value as it is")
+}
+
+// BenchmarkWriteArgs encodes the write of 500 passports as pgx does, with
+// and without the reservation.
+//
+//	go test ./pkg/store -run '^$' -bench WriteArgs
+func BenchmarkWriteArgs(b *testing.B) {
+	sd, hooked := writeStatement(b)
+	args, err := store.WriteArgs(generated(b, 500))
+	require.NoError(b, err)
+	_, value := store.Reservation(args[0])
+	plain := slices.Clone(args)
+	plain[0] = value
+	for _, bc := range []struct {
+		name string
+		args []any
+	}{{"reserved", args}, {"unreserved", plain}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var eqb pgx.ExtendedQueryBuilder
+			for range b.N {
+				if err := eqb.Build(hooked, sd, bc.args); err != nil {
+					b.Fatal(err)
+				}
+				// pgx's next query drops the buffer.
+				if err := eqb.Build(hooked, &pgconn.StatementDescription{}, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
