@@ -119,7 +119,7 @@ returning o.id, o.route_id, o.event_type, o.topic, o.message_key, o.payload, o.h
 const releaseTokensSQL = `
 update route_passport_outbox
 set locked_until = null, lock_token = null
-where status = 'PENDING' and next_attempt_at >= $2 and lock_token = any($1::text[]::uuid[])`
+where status = 'PENDING' and next_attempt_at >= $2 and lock_token = any($1::uuid[])`
 
 // Claim leases up to limit due PENDING rows, oldest first, for lease,
 // stopping before the claimed payloads' stored sizes (pg_column_size: after
@@ -172,7 +172,7 @@ func (o *Outbox) ClaimFrom(ctx context.Context, from time.Time, limit int, maxBy
 func (o *Outbox) claimOnce(ctx context.Context, q querier, from time.Time, limit int, maxBytes int64, lease time.Duration) (claimed []outbox.Row, more bool, err error) {
 	token := uuid.New()
 	sent := time.Now()
-	rows, err := q.Query(ctx, claimSQL, limit, lease.Microseconds(), token.String(), maxBytes, lowerBound(from))
+	rows, err := q.Query(ctx, claimSQL, limit, lease.Microseconds(), uuidParam(token), maxBytes, lowerBound(from))
 	if err != nil {
 		o.releaseToken(ctx, token, from, lease, err)
 		return nil, false, fmt.Errorf("claim outbox rows: %w", err)
@@ -286,9 +286,9 @@ func mayHaveRun(err error) bool {
 func (o *Outbox) giveBack(ctx context.Context, from time.Time, tokens []uuid.UUID) error {
 	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTokenTimeout)
 	defer cancel()
-	ts := make([]string, len(tokens))
+	ts := make([]pgtype.UUID, len(tokens))
 	for i, t := range tokens {
-		ts[i] = t.String()
+		ts[i] = uuidParam(t)
 	}
 	_, err := o.pool.Exec(c, releaseTokensSQL, o.leaseMode, ts, lowerBound(from))
 	return err
@@ -334,26 +334,22 @@ func (o *Outbox) exec(ctx context.Context, sql string, args ...any) (tag pgconn.
 	return tag, err
 }
 
-// leaseArrays turns leases into the text arrays the statements unnest.
-// Text, cast to uuid in SQL, because pgx can encode []uuid.UUID only when
-// it knows the parameter's type from a prepared statement: in the exec and
-// simple_protocol modes a pooler needs (PgBouncer in transaction mode) it
-// sends it as an unknown type and fails.
-func leaseArrays(ls []outbox.Lease) (ids, tokens []string) {
-	ids = make([]string, len(ls))
-	tokens = make([]string, len(ls))
+// leaseArrays turns leases into the arrays the statements unnest.
+func leaseArrays(ls []outbox.Lease) (ids, tokens []pgtype.UUID) {
+	ids = make([]pgtype.UUID, len(ls))
+	tokens = make([]pgtype.UUID, len(ls))
 	for i, l := range ls {
-		ids[i], tokens[i] = l.ID.String(), l.Token.String()
+		ids[i], tokens[i] = uuidParam(l.ID), uuidParam(l.Token)
 	}
 	return ids, tokens
 }
 
 // retryArrays is leaseArrays for retries, with their errors and delays.
-func retryArrays(rs []outbox.Retry) (ids, tokens, errs []string, delaysUS []int64) {
-	ids, tokens = make([]string, len(rs)), make([]string, len(rs))
+func retryArrays(rs []outbox.Retry) (ids, tokens []pgtype.UUID, errs []string, delaysUS []int64) {
+	ids, tokens = make([]pgtype.UUID, len(rs)), make([]pgtype.UUID, len(rs))
 	errs, delaysUS = make([]string, len(rs)), make([]int64, len(rs))
 	for i, r := range rs {
-		ids[i], tokens[i], errs[i], delaysUS[i] = r.ID.String(), r.Token.String(), r.Error, r.Delay.Microseconds()
+		ids[i], tokens[i], errs[i], delaysUS[i] = uuidParam(r.ID), uuidParam(r.Token), r.Error, r.Delay.Microseconds()
 	}
 	return ids, tokens, errs, delaysUS
 }
@@ -366,7 +362,7 @@ const markPublishedSQL = `
 update route_passport_outbox o
 set status = 'PUBLISHED', published_at = now(), updated_at = now(),
     locked_until = null, lock_token = null
-from unnest($1::text[]::uuid[], $2::text[]::uuid[]) as l(id, token)
+from unnest($1::uuid[], $2::uuid[]) as l(id, token)
 where o.id = l.id and o.lock_token = l.token`
 
 // MarkPublished marks the leased rows PUBLISHED in one statement and returns
@@ -392,7 +388,7 @@ set attempts = o.attempts + 1,
     next_attempt_at = case when o.attempts + 1 >= $5 then o.next_attempt_at
                            else now() + r.delay_us * interval '1 microsecond' end,
     locked_until = null, lock_token = null, updated_at = now()
-from unnest($1::text[]::uuid[], $2::text[]::uuid[], $3::text[], $4::bigint[]) as r(id, token, err, delay_us)
+from unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[]) as r(id, token, err, delay_us)
 where o.id = r.id and o.lock_token = r.token
 returning o.id, o.status, o.attempts, o.next_attempt_at`
 
@@ -426,7 +422,7 @@ func (o *Outbox) Retry(ctx context.Context, retries []outbox.Retry, maxAttempts 
 const releaseSQL = `
 update route_passport_outbox o
 set locked_until = null, lock_token = null
-from unnest($1::text[]::uuid[], $2::text[]::uuid[]) as l(id, token)
+from unnest($1::uuid[], $2::uuid[]) as l(id, token)
 where o.id = l.id and o.lock_token = l.token`
 
 // Release gives leases back without counting an attempt (Kafka unreachable,
@@ -448,7 +444,7 @@ update route_passport_outbox o
 set last_error = r.err,
     next_attempt_at = now() + r.delay_us * interval '1 microsecond',
     locked_until = null, lock_token = null, updated_at = now()
-from unnest($1::text[]::uuid[], $2::text[]::uuid[], $3::text[], $4::bigint[]) as r(id, token, err, delay_us)
+from unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[]) as r(id, token, err, delay_us)
 where o.id = r.id and o.lock_token = r.token`
 
 // Postpone gives leases back without counting an attempt, like Release, but

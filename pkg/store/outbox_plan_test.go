@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/relay/relaytest"
@@ -33,9 +34,9 @@ func TestOutboxLeaseStatementsUseThePrimaryKey(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rows, 300)
 
-	ids, tokens, errs, delays := make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows)), make([]int64, len(rows))
+	ids, tokens, errs, delays := make([]pgtype.UUID, len(rows)), make([]pgtype.UUID, len(rows)), make([]string, len(rows)), make([]int64, len(rows))
 	for i, r := range rows {
-		ids[i], tokens[i], errs[i], delays[i] = r.ID.String(), r.Token.String(), "boom", 1000
+		ids[i], tokens[i], errs[i], delays[i] = pgtype.UUID{Bytes: r.ID, Valid: true}, pgtype.UUID{Bytes: r.Token, Valid: true}, "boom", 1000
 	}
 	for name, q := range map[string]struct {
 		sql  string

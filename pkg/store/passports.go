@@ -305,7 +305,7 @@ func (r *passportRows) add(acc *passport.Accepted) error {
 	if err != nil {
 		return fmt.Errorf("encode route id of offset %d: %w", rec.Offset, err)
 	}
-	r.routeID = append(r.routeID, pgtype.UUID{Bytes: id, Valid: true})
+	r.routeID = append(r.routeID, uuidParam(id))
 	r.nameFull = append(r.nameFull, p.RouteNameFull)
 	r.nameShort = append(r.nameShort, p.RouteNameShort)
 	r.kaShort = append(r.kaShort, p.KaShort)
@@ -394,8 +394,8 @@ func (o *outboxRows) add(events []outbox.Event) error {
 		if err != nil {
 			return fmt.Errorf("encode route id of event %s: %w", ev.ID, err)
 		}
-		o.id = append(o.id, pgtype.UUID{Bytes: ev.ID, Valid: true})
-		o.routeID = append(o.routeID, pgtype.UUID{Bytes: routeID, Valid: true})
+		o.id = append(o.id, uuidParam(ev.ID))
+		o.routeID = append(o.routeID, uuidParam(routeID))
 		o.eventType = append(o.eventType, ev.Type)
 		o.topic = append(o.topic, ev.Topic)
 		o.key = append(o.key, ev.Key)
