@@ -3,6 +3,7 @@ package outbox
 import (
 	"sort"
 
+	"github.com/pcp/route-processing/pkg/jsontext"
 	"github.com/pcp/route-processing/pkg/record"
 )
 
@@ -39,7 +40,28 @@ func OrderHeaders(m map[string]string) []record.Header {
 	return out
 }
 
-// HeaderMap is the stored form of headers: a JSON-ready object.
+// HeadersJSON is the stored form of headers (route_passport_outbox.headers,
+// jsonb): a JSON object of their keys and values. A key given twice keeps
+// its last value, as in [HeaderMap] and as jsonb keeps it.
+func HeadersJSON(hs []record.Header) []byte {
+	n := 2
+	for _, h := range hs {
+		n += len(h.Key) + len(h.Value) + 6
+	}
+	b := append(make([]byte, 0, n), '{')
+	for i, h := range hs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsontext.AppendString(b, h.Key)
+		b = append(b, ':')
+		b = jsontext.AppendString(b, string(h.Value))
+	}
+	return append(b, '}')
+}
+
+// HeaderMap is headers as an object, as they read back from the stored
+// JSON.
 func HeaderMap(hs []record.Header) map[string]string {
 	m := make(map[string]string, len(hs))
 	for _, h := range hs {

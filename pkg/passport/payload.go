@@ -4,7 +4,8 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/pcp/route-processing/pkg/jsontext"
 )
 
 // Envelope constants of the output events (contract §2).
@@ -36,21 +37,21 @@ func (p *Passport) Payload(eventType string) []byte {
 	}
 	b := make([]byte, 0, n)
 	b = append(b, `{"type":`...)
-	b = appendString(b, eventType)
+	b = jsontext.AppendString(b, eventType)
 	b = append(b, `,"data":{"routeId":`...)
-	b = appendString(b, p.RouteID)
+	b = jsontext.AppendString(b, p.RouteID)
 	b = append(b, `,"routeNameFull":`...)
-	b = appendString(b, p.RouteNameFull)
+	b = jsontext.AppendString(b, p.RouteNameFull)
 	b = append(b, `,"routeNameShort":`...)
-	b = appendString(b, p.RouteNameShort)
+	b = jsontext.AppendString(b, p.RouteNameShort)
 	b = append(b, `,"kaShort":`...)
-	b = appendString(b, p.KaShort)
+	b = jsontext.AppendString(b, p.KaShort)
 	b = append(b, `,"kaFull":`...)
-	b = appendString(b, p.KaFull)
+	b = jsontext.AppendString(b, p.KaFull)
 	b = append(b, `,"orbitNumber":`...)
 	b = strconv.AppendInt(b, p.OrbitNumber, 10)
 	b = append(b, `,"orbitState":`...)
-	b = appendString(b, p.OrbitState)
+	b = jsontext.AppendString(b, p.OrbitState)
 	b = append(b, `,"intervalBegin":`...)
 	b = appendTime(b, p.IntervalBegin)
 	b = append(b, `,"intervalEnd":`...)
@@ -63,19 +64,14 @@ func (p *Passport) Payload(eventType string) []byte {
 	b = appendFloat(b, p.ResolutionRange)
 	b = append(b, `,"resolutionAzimuth":`...)
 	b = appendFloat(b, p.ResolutionAzimuth)
-	b = append(b, `,"polarisation":[`...)
-	for i, s := range p.Polarisation {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, s)
-	}
-	b = append(b, `],"processingLevel":`...)
-	b = appendString(b, p.ProcessingLevel)
+	b = append(b, `,"polarisation":`...)
+	b = jsontext.AppendStrings(b, p.Polarisation)
+	b = append(b, `,"processingLevel":`...)
+	b = jsontext.AppendString(b, p.ProcessingLevel)
 	b = append(b, `,"geometry":`...)
-	b = appendString(b, p.GeometryWKT)
+	b = jsontext.AppendString(b, p.GeometryWKT)
 	b = append(b, `,"routeStatus":`...)
-	b = appendString(b, p.RouteStatus)
+	b = jsontext.AppendString(b, p.RouteStatus)
 	b = append(b, `},"traceId":`...)
 	b = appendOptString(b, p.TraceID)
 	b = append(b, `,"correlationId":`...)
@@ -88,7 +84,7 @@ func appendOptString(b []byte, s *string) []byte {
 	if s == nil {
 		return append(b, "null"...)
 	}
-	return appendString(b, *s)
+	return jsontext.AppendString(b, *s)
 }
 
 func appendTime(b []byte, t time.Time) []byte {
@@ -127,50 +123,4 @@ func appendFloat(b []byte, f float64) []byte {
 		}
 	}
 	return b
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString writes s as a JSON string. Parse only yields valid UTF-8, but
-// a hand-built Passport may not be; invalid bytes become U+FFFD so that the
-// payload is always valid JSON.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pcp/route-processing/pkg/jsontext"
 	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/passport"
 )
@@ -296,10 +297,6 @@ func newPassportRows(n int) *passportRows {
 
 func (r *passportRows) add(acc *passport.Accepted) error {
 	p, rec := acc.Passport, &acc.Source
-	pol, err := json.Marshal(p.Polarisation)
-	if err != nil {
-		return fmt.Errorf("encode polarisation of %s: %w", p.RouteID, err)
-	}
 	// Validation admits only canonical UUIDs: an error here is a bug.
 	id, err := uuid.Parse(p.RouteID)
 	if err != nil {
@@ -320,7 +317,7 @@ func (r *passportRows) add(acc *passport.Accepted) error {
 	r.visirMax = append(r.visirMax, p.VisirAngle.Max)
 	r.resRange = append(r.resRange, p.ResolutionRange)
 	r.resAzimuth = append(r.resAzimuth, p.ResolutionAzimuth)
-	r.polarisation = append(r.polarisation, pol)
+	r.polarisation = append(r.polarisation, jsontext.AppendStrings(nil, p.Polarisation))
 	r.level = append(r.level, p.ProcessingLevel)
 	r.wkt = append(r.wkt, p.GeometryWKT)
 	r.status = append(r.status, p.RouteStatus)
@@ -386,10 +383,6 @@ func newOutboxRows(n int) *outboxRows {
 // (passport.Events).
 func (o *outboxRows) add(events []outbox.Event) error {
 	for _, ev := range events {
-		hdr, err := json.Marshal(outbox.HeaderMap(ev.Headers))
-		if err != nil {
-			return fmt.Errorf("encode outbox headers: %w", err)
-		}
 		routeID, err := uuid.Parse(ev.RouteID)
 		if err != nil {
 			return fmt.Errorf("encode route id of event %s: %w", ev.ID, err)
@@ -400,7 +393,7 @@ func (o *outboxRows) add(events []outbox.Event) error {
 		o.topic = append(o.topic, ev.Topic)
 		o.key = append(o.key, ev.Key)
 		o.payload = append(o.payload, ev.Payload)
-		o.headers = append(o.headers, hdr)
+		o.headers = append(o.headers, outbox.HeadersJSON(ev.Headers))
 	}
 	return nil
 }

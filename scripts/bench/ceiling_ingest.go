@@ -226,12 +226,8 @@ func buildCeilingChunk(recs []passportgen.Record, lo, hi int, ev passport.EventC
 			if err != nil {
 				return fail(err)
 			}
-			hdr, err := json.Marshal(outbox.HeaderMap(e.Headers))
-			if err != nil {
-				return fail(fmt.Errorf("encode outbox headers: %w", err))
-			}
 			ch.outbox = append(ch.outbox, []any{pgtype.UUID{Bytes: e.ID, Valid: true}, rid, e.Type, e.Topic, e.Key,
-				json.RawMessage(e.Payload), json.RawMessage(hdr)})
+				json.RawMessage(e.Payload), json.RawMessage(outbox.HeadersJSON(e.Headers))})
 		}
 	}
 	return ch, nil

@@ -85,12 +85,8 @@ func InsertMaxAttempts(ctx context.Context, pool *pgxpool.Pool, maxAttempts int,
 	for i := range events {
 		events[i] = Fill(events[i])
 		e := events[i]
-		h, err := json.Marshal(outbox.HeaderMap(e.Headers))
-		if err != nil {
-			return nil, err
-		}
 		ids[i], routes[i], types[i], topics[i], keys[i] = e.ID.String(), e.RouteID, e.Type, e.Topic, e.Key
-		payloads[i], headers[i], maxes[i] = string(e.Payload), string(h), int32(maxAttempts)
+		payloads[i], headers[i], maxes[i] = string(e.Payload), string(outbox.HeadersJSON(e.Headers)), int32(maxAttempts)
 	}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, insertPassportSQL, routes); err != nil {

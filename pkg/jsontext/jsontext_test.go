@@ -1,0 +1,56 @@
+package jsontext_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/pcp/route-processing/pkg/jsontext"
+)
+
+// TestAppendStringReadsBackAsEncodingJSONWrites: whatever the bytes, the
+// text is one valid JSON string that decodes to what encoding/json's own
+// encoding of them decodes to (the same string, invalid UTF-8 replaced).
+func TestAppendStringReadsBackAsEncodingJSONWrites(t *testing.T) {
+	for _, s := range []string{
+		"", "plain", `quote " and backslash \`, "tab\tnew\nline\rcr", "\x00\x01\x1f\x7f",
+		"кириллица и 漢字 🛰", "bad \xff byte", "cut \xe2\x82", "\xed\xa0\x80 surrogate", "</script>&",
+	} {
+		b := jsontext.AppendString([]byte("x"), s)
+		if b[0] != 'x' {
+			t.Fatalf("%q: the prefix was overwritten", s)
+		}
+		var got, want string
+		if err := json.Unmarshal(b[1:], &got); err != nil {
+			t.Fatalf("%q: %s is not a JSON string: %v", s, b[1:], err)
+		}
+		std, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(std, &want); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%q: decodes to %q, encoding/json's to %q", s, got, want)
+		}
+	}
+}
+
+func TestAppendStrings(t *testing.T) {
+	for _, ss := range [][]string{nil, {}, {"HH"}, {"HH", "V\"V", "\xff"}} {
+		b := jsontext.AppendStrings(nil, ss)
+		var got []string
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%q: %s is not a JSON array: %v", ss, b, err)
+		}
+		if len(got) != len(ss) {
+			t.Fatalf("%q: %s decodes to %q", ss, b, got)
+		}
+		for i := range ss {
+			if want := strings.ToValidUTF8(ss[i], "\ufffd"); got[i] != want {
+				t.Errorf("%q: element %d decodes to %q, want %q", ss, i, got[i], want)
+			}
+		}
+	}
+}
