@@ -1,6 +1,7 @@
-// Package jsontext appends JSON text without reflection, for the hot paths
-// that render event payloads and headers: encoding/json's Marshal goes
-// through reflection, and for a map sorts the keys and allocates per entry.
+// Package jsontext writes and reads JSON text without reflection, for the
+// hot paths that render event payloads and headers and read the headers
+// back: encoding/json goes through reflection, and for a map sorts the keys
+// and allocates per entry.
 package jsontext
 
 import "unicode/utf8"

@@ -2,6 +2,7 @@ package jsontext_test
 
 import (
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 
@@ -51,6 +52,39 @@ func TestAppendStrings(t *testing.T) {
 			if want := strings.ToValidUTF8(ss[i], "\ufffd"); got[i] != want {
 				t.Errorf("%q: element %d decodes to %q, want %q", ss, i, got[i], want)
 			}
+		}
+	}
+}
+
+// TestPlainStringObject: plain objects are read, everything else is left to
+// encoding/json.
+func TestPlainStringObject(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want map[string]string // nil: not read
+	}{
+		{`{"type": "RouteProcessed", "eventId": "e-1"}`, map[string]string{"type": "RouteProcessed", "eventId": "e-1"}},
+		{" {\n\t} ", map[string]string{}},
+		{`{"a":"b","a":"c"}`, map[string]string{"a": "c"}},
+		{`{"k": "кириллица"}`, map[string]string{"k": "кириллица"}},
+		{`{"q": "a \"b\""}`, nil},
+		{`{"c": "\u0041"}`, nil},
+		{"{\"t\": \"a\tb\"}", nil},
+		{"{\"u\": \"\xff\"}", nil},
+		{`{"n": 1}`, nil},
+		{`{"a":"b",}`, nil},
+		{`{"a":"b"} {}`, nil},
+		{`{"a":"b"`, nil},
+		{`["a"]`, nil},
+		{``, nil},
+	} {
+		got, ok := jsontext.PlainStringObject([]byte(c.in))
+		if ok != (c.want != nil) {
+			t.Errorf("%q: read %v, want %v", c.in, ok, c.want != nil)
+			continue
+		}
+		if ok && !maps.Equal(got, c.want) {
+			t.Errorf("%q: %q, want %q", c.in, got, c.want)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package outbox
 
 import (
+	"encoding/json"
+	"slices"
 	"sort"
 
 	"github.com/pcp/route-processing/pkg/jsontext"
@@ -20,16 +22,14 @@ func OrderHeaders(m map[string]string) []record.Header {
 		return nil
 	}
 	out := make([]record.Header, 0, len(m))
-	known := make(map[string]bool, len(headerOrder))
 	for _, k := range headerOrder {
-		known[k] = true
 		if v, ok := m[k]; ok {
 			out = append(out, record.Header{Key: k, Value: []byte(v)})
 		}
 	}
 	var extra []string
 	for k := range m {
-		if !known[k] {
+		if !slices.Contains(headerOrder, k) {
 			extra = append(extra, k)
 		}
 	}
@@ -58,6 +58,21 @@ func HeadersJSON(hs []record.Header) []byte {
 		b = jsontext.AppendString(b, string(h.Value))
 	}
 	return append(b, '}')
+}
+
+// ParseHeadersJSON reads stored headers (as PostgreSQL prints the jsonb of
+// [HeadersJSON]) back into record headers in publication order
+// ([OrderHeaders]). It fails when they are not a JSON object of strings.
+func ParseHeadersJSON(b []byte) ([]record.Header, error) {
+	m, ok := jsontext.PlainStringObject(b)
+	if !ok {
+		// Escapes, or not an object of strings: encoding/json reads the
+		// first and names what is wrong with the second.
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, err
+		}
+	}
+	return OrderHeaders(m), nil
 }
 
 // HeaderMap is headers as an object, as they read back from the stored

@@ -54,3 +54,29 @@ func TestHeadersJSONReadsBackAsTheHeaders(t *testing.T) {
 		t.Fatalf("HeadersJSON(nil) = %s", HeadersJSON(nil))
 	}
 }
+
+// FuzzParseHeadersJSON: the stored headers read back exactly as
+// encoding/json reads them (then put in publication order), and fail
+// where it fails. The seeds run in every `go test`.
+func FuzzParseHeadersJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"type": "RouteProcessed", "eventId": "3f0c9d5e-1c1e-4f7a-9a51-2f0d1c7b8e11", "traceId": "t-1", "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`,
+		`{}`, ` { } `, `{"a":"b"}`, `{"a":"b","a":"c"}`, `{"x-extra": "кириллица 🛰"}`,
+		`{"q": "a \"quoted\" \\ value"}`, `{"c": "line\nbreak \u0001 \u00e9 \ud83d\ude80"}`,
+		`{"a": 1}`, `{"a": null}`, `{"a": {"b": "c"}}`, `["a"]`, `null`, `"a"`, ``, `{`, `{"a":"b",}`,
+		`{"a":"b"} x`, `{"a" "b"}`, "{\"a\":\"\xff\"}", "{\"a\":\"tab\there\"}", `{"a":"b"`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := ParseHeadersJSON(b)
+		var m map[string]string
+		werr := json.Unmarshal(b, &m)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("%q: error %v, encoding/json's %v", b, err, werr)
+		}
+		if err == nil && !reflect.DeepEqual(got, OrderHeaders(m)) {
+			t.Fatalf("%q: %q, encoding/json's %q", b, got, OrderHeaders(m))
+		}
+	})
+}

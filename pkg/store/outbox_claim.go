@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -187,12 +186,11 @@ func (o *Outbox) claimOnce(ctx context.Context, q querier, from time.Time, limit
 			o.releaseToken(ctx, token, from, lease, err)
 			return nil, false, fmt.Errorf("scan claimed outbox row: %w", err)
 		}
-		var m map[string]string
-		if err := json.Unmarshal(headers, &m); err != nil {
-			r.HeadersError = fmt.Sprintf("outbox row headers are not a JSON object of strings: %v", err)
-		} else {
-			r.Headers = outbox.OrderHeaders(m)
+		hs, herr := outbox.ParseHeadersJSON(headers)
+		if herr != nil {
+			r.HeadersError = fmt.Sprintf("outbox row headers are not a JSON object of strings: %v", herr)
 		}
+		r.Headers = hs
 		r.AgeAtClaim = time.Duration(ageMicros) * time.Microsecond // at the statement's start
 		out = append(out, r)
 	}
