@@ -61,6 +61,10 @@ func Classify(err error) Kind {
 	if errors.Is(err, context.Canceled) {
 		return KindCanceled
 	}
+	var encErr *encodeError
+	if errors.As(err, &encErr) {
+		return KindRecord
+	}
 	if code := sqlState(err); code != "" {
 		return classifySQLState(code)
 	}
@@ -126,10 +130,24 @@ func classifySQLState(code string) Kind {
 	return KindUnavailable
 }
 
+// encodeError is a record's value that the write cannot send. Validation
+// admits only values the write can encode, so it means a bug upstream; it is
+// the record's fault all the same ([KindRecord]: dead-lettered, not retried
+// for ever), as the server's refusal of the value would have been.
+type encodeError struct{ err error }
+
+func (e *encodeError) Error() string { return e.err.Error() }
+func (e *encodeError) Unwrap() error { return e.err }
+
 // RefusalReason describes a refusal by PostgreSQL for a dead-letter header:
 // the server's message, SQLSTATE and column, never the detail (which may
-// quote the data). It returns "" when err is not a server's refusal.
+// quote the data), or the write's own refusal of a value it cannot encode.
+// It returns "" when err is neither.
 func RefusalReason(err error) string {
+	var encErr *encodeError
+	if errors.As(err, &encErr) {
+		return encErr.Error()
+	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return ""

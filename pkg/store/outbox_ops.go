@@ -263,9 +263,9 @@ func (o *Outbox) Requeue(ctx context.Context, f RequeueFilter) (RequeueResult, e
 	case f.Failed:
 		where = `status = 'FAILED'`
 	case f.ID != nil:
-		where, args, what = `id = $1::uuid`, []any{f.ID.String()}, "id "+f.ID.String()
+		where, args, what = `id = $1::uuid`, []any{uuidParam(*f.ID)}, "id "+f.ID.String()
 	case f.RouteID != nil:
-		where, args, what = `route_id = $1::uuid`, []any{f.RouteID.String()}, "route id "+f.RouteID.String()
+		where, args, what = `route_id = $1::uuid`, []any{uuidParam(*f.RouteID)}, "route id "+f.RouteID.String()
 	default:
 		return RequeueResult{}, errors.New("requeue: no rows selected")
 	}

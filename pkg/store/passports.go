@@ -21,12 +21,18 @@ import (
 type Passports struct {
 	pool        *pgxpool.Pool
 	maxAttempts int
+	// reserve: the write's first argument reserves pgx's parameter buffer
+	// ([reserved]). Not in the simple protocol, where pgx encodes each
+	// argument into a buffer of its own and the reservation would only
+	// allocate the whole write's size for the first argument's text.
+	reserve bool
 }
 
 // NewPassports returns the ingest writer over pool; maxAttempts is stored in
 // each new outbox row's max_attempts (OUTBOX_MAX_ATTEMPTS).
 func NewPassports(pool *pgxpool.Pool, maxAttempts int) *Passports {
-	return &Passports{pool: pool, maxAttempts: maxAttempts}
+	reserve := pool.Config().ConnConfig.DefaultQueryExecMode != pgx.QueryExecModeSimpleProtocol
+	return &Passports{pool: pool, maxAttempts: maxAttempts, reserve: reserve}
 }
 
 // Ping makes one round trip to the database.
@@ -183,7 +189,9 @@ func (s *Passports) queue(b *pgx.Batch, accepted []passport.Accepted) (int, erro
 	}
 	if len(order) > 0 {
 		args := append(append(pr.args(), or.args()...), s.maxAttempts)
-		args[0] = reserved[[]pgtype.UUID]{size: pr.size() + or.size(), value: pr.routeID}
+		if s.reserve {
+			args[0] = reserved[[]pgtype.UUID]{size: pr.size() + or.size(), value: pr.routeID}
+		}
 		b.Queue(writeSQL, args...)
 		b.Queue(notifySQL, NotifyChannel)
 	}
@@ -297,10 +305,9 @@ func newPassportRows(n int) *passportRows {
 
 func (r *passportRows) add(acc *passport.Accepted) error {
 	p, rec := acc.Passport, &acc.Source
-	// Validation admits only canonical UUIDs: an error here is a bug.
 	id, err := uuid.Parse(p.RouteID)
 	if err != nil {
-		return fmt.Errorf("encode route id of offset %d: %w", rec.Offset, err)
+		return &encodeError{fmt.Errorf("encode route id of offset %d: %w", rec.Offset, err)}
 	}
 	r.routeID = append(r.routeID, uuidParam(id))
 	r.nameFull = append(r.nameFull, p.RouteNameFull)
@@ -387,7 +394,7 @@ func (o *outboxRows) add(events []outbox.Event) error {
 	for _, ev := range events {
 		routeID, err := uuid.Parse(ev.RouteID)
 		if err != nil {
-			return fmt.Errorf("encode route id of event %s: %w", ev.ID, err)
+			return &encodeError{fmt.Errorf("encode route id of event %s: %w", ev.ID, err)}
 		}
 		o.id = append(o.id, uuidParam(ev.ID))
 		o.routeID = append(o.routeID, uuidParam(routeID))

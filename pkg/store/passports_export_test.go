@@ -9,17 +9,22 @@ import (
 // WriteSQL is the ingest write's statement, for the encoding tests.
 const WriteSQL = writeSQL
 
-// WriteArgs returns the arguments of the ingest write of accepted; the
-// first carries the reservation.
-func WriteArgs(accepted []passport.Accepted) ([]any, error) {
+// WriteArgs returns the arguments of s's ingest write of accepted.
+func WriteArgs(s *Passports, accepted []passport.Accepted) ([]any, error) {
 	b := &pgx.Batch{}
-	if _, err := (&Passports{maxAttempts: 3}).queue(b, accepted); err != nil {
+	if _, err := s.queue(b, accepted); err != nil {
 		return nil, err
 	}
 	return b.QueuedQueries[0].Arguments, nil
 }
 
-// Reservation returns a reserved argument's size and value.
-func Reservation(arg any) (int, any) {
-	return arg.(reservation).reservation()
+// Reservation returns a reserved argument's size and value; ok is false
+// when arg is not one.
+func Reservation(arg any) (size int, value any, ok bool) {
+	r, ok := arg.(reservation)
+	if !ok {
+		return 0, nil, false
+	}
+	size, value = r.reservation()
+	return size, value, true
 }

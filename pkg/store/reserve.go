@@ -14,7 +14,18 @@ import (
 // 4 MB) grew it some forty times, allocating and copying 23 MB. Given as the
 // first argument with the size of them all, it makes that one allocation
 // (BenchmarkWriteArgs). size is an estimate: too small costs the growth it
-// did not avoid, too large costs memory for one query.
+// did not avoid, too large costs memory for one query. It helps where pgx
+// encodes the parameters into that shared buffer (a prepared or described
+// statement, the default and exec modes), not in the simple protocol, where
+// each argument gets a buffer of its own ([Passports] does not reserve
+// there).
+//
+// T must be a concrete type: pgx memoizes the plan per argument type, and
+// the plan encodes value with the plan of T it was made with. The value's
+// codec must also decline a reserved, which array codecs do: pgx asks the
+// parameter type's codec before any wrapper, and a codec that takes any
+// driver.Valuer (json, jsonb) would encode value through Value, correctly
+// but without the reservation.
 type reserved[T any] struct {
 	size  int
 	value T

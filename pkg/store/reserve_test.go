@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/passport"
@@ -31,18 +32,19 @@ func generated(t testing.TB, n int) []passport.Accepted {
 	return out
 }
 
-// writeStatement returns the write's parameter types as the server
-// describes them, and a pool connection's type map (which [store.Open]
-// gave the reservation hook).
-func writeStatement(t testing.TB) (*pgconn.StatementDescription, *pgtype.Map) {
+// writeStatement returns a pool, the write's parameter types as the server
+// describes them, and a pool connection's type map (which [store.Open] gave
+// the reservation hook).
+func writeStatement(t testing.TB) (*pgxpool.Pool, *pgconn.StatementDescription, *pgtype.Map) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := testenv.Pool(t).Acquire(ctx)
+	pool := testenv.Pool(t)
+	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	t.Cleanup(conn.Release)
 	sd, err := conn.Conn().Prepare(ctx, "", store.WriteSQL)
 	require.NoError(t, err)
-	return sd, conn.Conn().TypeMap()
+	return pool, sd, conn.Conn().TypeMap()
 }
 
 func encode(t testing.TB, m *pgtype.Map, sd *pgconn.StatementDescription, args []any) [][]byte {
@@ -57,10 +59,15 @@ func encode(t testing.TB, m *pgtype.Map, sd *pgconn.StatementDescription, args [
 // also by a type map that lacks the hook.
 func TestWriteReservesItsParameters(t *testing.T) {
 	t.Parallel()
-	sd, hooked := writeStatement(t)
-	args, err := store.WriteArgs(generated(t, 200))
+	pool, sd, hooked := writeStatement(t)
+	args, err := store.WriteArgs(store.NewPassports(pool, 3), generated(t, 200))
 	require.NoError(t, err)
-	size, value := store.Reservation(args[0])
+	size, value, ok := store.Reservation(args[0])
+	if pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol {
+		require.False(t, ok, "no reservation in the simple protocol, where pgx encodes each argument apart")
+		return
+	}
+	require.True(t, ok, "the first argument carries the reservation")
 	plain := slices.Clone(args)
 	plain[0] = value
 
@@ -84,10 +91,11 @@ func TestWriteReservesItsParameters(t *testing.T) {
 //
 //	go test ./pkg/store -run '^$' -bench WriteArgs
 func BenchmarkWriteArgs(b *testing.B) {
-	sd, hooked := writeStatement(b)
-	args, err := store.WriteArgs(generated(b, 500))
+	pool, sd, hooked := writeStatement(b)
+	args, err := store.WriteArgs(store.NewPassports(pool, 3), generated(b, 500))
 	require.NoError(b, err)
-	_, value := store.Reservation(args[0])
+	_, value, ok := store.Reservation(args[0])
+	require.True(b, ok, "run in the default query exec mode")
 	plain := slices.Clone(args)
 	plain[0] = value
 	for _, bc := range []struct {
@@ -108,4 +116,18 @@ func BenchmarkWriteArgs(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestUnencodableRouteIDIsTheRecords: a route id the write cannot encode
+// (validation lets none through; a hand-built passport can) is the
+// record's refusal, which the ingestor dead-letters, not an outage it
+// would wait out for ever.
+func TestUnencodableRouteIDIsTheRecords(t *testing.T) {
+	t.Parallel()
+	acc := generated(t, 2)
+	acc[1].Passport.RouteID = "not-a-uuid"
+	err := store.NewPassports(testenv.Pool(t), 3).Write(context.Background(), acc)
+	require.Error(t, err)
+	require.Equal(t, store.KindRecord, store.Classify(err), "%v", err)
+	require.Contains(t, store.RefusalReason(err), "encode route id of offset 1")
 }
