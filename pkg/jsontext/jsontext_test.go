@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/pcp/route-processing/pkg/jsontext"
 )
@@ -35,10 +36,32 @@ func TestAppendStringReadsBackAsEncodingJSONWrites(t *testing.T) {
 		if got != want {
 			t.Errorf("%q: decodes to %q, encoding/json's to %q", s, got, want)
 		}
+		if !utf8.Valid(b) {
+			t.Errorf("%q: %q is not valid UTF-8, which jsonb refuses", s, b)
+		}
+	}
+}
+
+// TestAppendStringBytes pins the text itself: encoding/json reads back
+// invalid UTF-8 without complaint, jsonb does not.
+func TestAppendStringBytes(t *testing.T) {
+	for in, want := range map[string]string{
+		"":               `""`,
+		"a\"b\\c":        `"a\"b\\c"`,
+		"\n\r\t\x01\x7f": `"\n\r\t\u0001` + "\x7f" + `"`,
+		"é🛰":             `"é🛰"`,
+		"a\xffb\xe2\x82": `"a\ufffdb\ufffd\ufffd"`,
+	} {
+		if got := string(jsontext.AppendString(nil, in)); got != want {
+			t.Errorf("AppendString(%q) = %s, want %s", in, got, want)
+		}
 	}
 }
 
 func TestAppendStrings(t *testing.T) {
+	if got := string(jsontext.AppendStrings(nil, nil)); got != "[]" {
+		t.Errorf("AppendStrings(nil) = %s, want []", got)
+	}
 	for _, ss := range [][]string{nil, {}, {"HH"}, {"HH", "V\"V", "\xff"}} {
 		b := jsontext.AppendStrings(nil, ss)
 		var got []string

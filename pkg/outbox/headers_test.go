@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/pcp/route-processing/pkg/record"
 )
@@ -40,6 +41,9 @@ func TestHeadersJSONReadsBackAsTheHeaders(t *testing.T) {
 		{Key: "type", Value: []byte("RouteProcessed")}, {Key: "traceparent", Value: []byte("00-4bf9\x00")},
 		{Key: `q"uote\`, Value: []byte("line\nbreak\t")}, {Key: "bytes", Value: []byte{0xff, 'a'}},
 		{Key: "type", Value: []byte("last")},
+	}
+	if b := HeadersJSON(hs); !utf8.Valid(b) {
+		t.Fatalf("HeadersJSON = %q: not valid UTF-8, which jsonb refuses", b)
 	}
 	var got map[string]string
 	if err := json.Unmarshal(HeadersJSON(hs), &got); err != nil {
