@@ -8,10 +8,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pcp/route-processing/pkg/e2e"
+	"github.com/pcp/route-processing/pkg/jsontext"
 	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/passport"
 	"github.com/pcp/route-processing/pkg/passportgen"
@@ -192,7 +194,7 @@ type ceilingChunk struct {
 // buildCeilingChunk parses recs[lo:hi], accepts them and builds their
 // rows as the service's write does: a route given twice keeps its last
 // passport and its first events (the generated input has none twice), the
-// headers stored as the JSON object of outbox.HeaderMap.
+// headers stored as outbox.HeadersJSON renders them.
 func buildCeilingChunk(recs []passportgen.Record, lo, hi int, ev passport.EventConfig) (ceilingChunk, error) {
 	fail := func(err error) (ceilingChunk, error) { return ceilingChunk{err: err}, err }
 	type route struct{ last, first int }
@@ -261,10 +263,6 @@ func writeCeilingChunk(ctx context.Context, c *pgx.Conn, ch ceilingChunk, maxAtt
 
 func passportCopyRow(acc *passport.Accepted) ([]any, error) {
 	p, rec := acc.Passport, &acc.Source
-	pol, err := json.Marshal(p.Polarisation)
-	if err != nil {
-		return nil, fmt.Errorf("encode polarisation of %s: %w", p.RouteID, err)
-	}
 	id, err := pgUUID(p.RouteID)
 	if err != nil {
 		return nil, err
@@ -273,16 +271,17 @@ func passportCopyRow(acc *passport.Accepted) ([]any, error) {
 		id, p.RouteNameFull, p.RouteNameShort, p.KaShort, p.KaFull,
 		p.OrbitNumber, p.OrbitState, p.IntervalBegin, p.IntervalEnd,
 		p.RollAngle.Min, p.RollAngle.Max, p.VisirAngle.Min, p.VisirAngle.Max,
-		p.ResolutionRange, p.ResolutionAzimuth, json.RawMessage(pol), p.ProcessingLevel,
+		p.ResolutionRange, p.ResolutionAzimuth, json.RawMessage(jsontext.AppendStrings(nil, p.Polarisation)), p.ProcessingLevel,
 		p.GeometryWKT, p.RouteStatus, p.TraceID, p.CorrelationID,
 		rec.Topic, rec.Partition, rec.Offset, rec.Key, json.RawMessage(rec.Value),
 	}, nil
 }
 
+// pgUUID parses a route id as the service's write does (uuid.Parse).
 func pgUUID(s string) (pgtype.UUID, error) {
-	var u pgtype.UUID
-	if err := u.Scan(s); err != nil {
-		return u, fmt.Errorf("route id %q: %w", s, err)
+	id, err := uuid.Parse(s)
+	if err != nil {
+		return pgtype.UUID{}, fmt.Errorf("route id %q: %w", s, err)
 	}
-	return u, nil
+	return pgtype.UUID{Bytes: id, Valid: true}, nil
 }

@@ -6,12 +6,14 @@ package relaytest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pcp/route-processing/pkg/outbox"
@@ -36,12 +38,12 @@ insert into route_passports (
 select r, 'KA-7 route ' || r::text, 'R', 'KA-7', 'Kondor-FKA No. 7', 1, 'descending',
     now(), now(), -1, 1, 1, 2, 3, 2.5, '["HH"]', 'L1', 'POLYGON((30 10,40 40,20 40,10 20,30 10))',
     'PROCESSED', 'relaytest-' || r::text, 0, 0, '{}'
-from unnest($1::text[]::uuid[]) as r
+from unnest($1::uuid[]) as r
 on conflict (route_id) do nothing`
 
 const insertOutboxSQL = `
 insert into route_passport_outbox (id, route_id, event_type, topic, message_key, payload, headers, max_attempts)
-select * from unnest($1::text[]::uuid[], $2::text[]::uuid[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::jsonb[], $8::int[])`
+select * from unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::jsonb[], $8::int[])`
 
 // Fill returns e with its defaults filled in: a new ID, a new route, key =
 // route id, a small JSON payload naming the event type, headers type and
@@ -78,14 +80,19 @@ func Insert(ctx context.Context, pool *pgxpool.Pool, events ...outbox.Event) ([]
 // InsertMaxAttempts is Insert with the rows' max_attempts.
 func InsertMaxAttempts(ctx context.Context, pool *pgxpool.Pool, maxAttempts int, events ...outbox.Event) ([]outbox.Event, error) {
 	n := len(events)
-	ids, routes := make([]string, n), make([]string, n)
+	ids, routes := make([]pgtype.UUID, n), make([]pgtype.UUID, n)
 	types, topics, keys := make([]string, n), make([]string, n), make([]string, n)
 	payloads, headers := make([]string, n), make([]string, n)
 	maxes := make([]int32, n)
 	for i := range events {
 		events[i] = Fill(events[i])
 		e := events[i]
-		ids[i], routes[i], types[i], topics[i], keys[i] = e.ID.String(), e.RouteID, e.Type, e.Topic, e.Key
+		route, err := uuid.Parse(e.RouteID)
+		if err != nil {
+			return nil, fmt.Errorf("route id of event %s: %w", e.ID, err)
+		}
+		ids[i], routes[i] = pgtype.UUID{Bytes: e.ID, Valid: true}, pgtype.UUID{Bytes: route, Valid: true}
+		types[i], topics[i], keys[i] = e.Type, e.Topic, e.Key
 		payloads[i], headers[i], maxes[i] = string(e.Payload), string(outbox.HeadersJSON(e.Headers)), int32(maxAttempts)
 	}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
