@@ -3,7 +3,6 @@ package ingest_test
 import (
 	"fmt"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,7 +15,9 @@ import (
 // BenchmarkIngest measures throughput from a pre-filled topic to committed
 // offsets, against a PostgreSQL cluster with fsync on (each commit pays for
 // its WAL flush). Each iteration ingests the whole topic into a fresh
-// database with a fresh consumer group, so every record is an insert.
+// database with a fresh consumer group, so every record is an insert. It
+// also reports the process's CPU per passport (the ingestor's, and the
+// broker's when testenv runs kfake in-process).
 //
 //	go test ./pkg/ingest -run '^$' -bench BenchmarkIngest -benchtime 1x
 func BenchmarkIngest(b *testing.B) {
@@ -43,7 +44,7 @@ func BenchmarkIngest(b *testing.B) {
 				tb.group = "bench-" + uuid.NewString()[:8]
 				reached := make(chan struct{})
 				var once sync.Once
-				start, cpu0 := time.Now(), processCPU(b)
+				start, cpu0 := time.Now(), testenv.ProcessCPU(b)
 				b.StartTimer()
 				r := tb.start(b, func(c *ingest.Config) {
 					c.BatchSize = bc.batch
@@ -64,7 +65,7 @@ func BenchmarkIngest(b *testing.B) {
 					b.Fatal("offsets did not reach the end")
 				}
 				elapsed += time.Since(start)
-				cpu += processCPU(b) - cpu0
+				cpu += testenv.ProcessCPU(b) - cpu0
 				total += bc.records
 				b.StopTimer()
 				if err := r.stop(b); err != nil {
@@ -78,15 +79,4 @@ func BenchmarkIngest(b *testing.B) {
 			b.ReportMetric(float64(cpu.Microseconds())/float64(total), "cpu-µs/passport")
 		})
 	}
-}
-
-// processCPU is the CPU time this process has used: the ingestor's, and
-// an in-process broker's when testenv chose kfake (the same in every run).
-// Per passport it moves less than the throughput on a shared machine.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -19,7 +19,8 @@ import (
 
 // BenchmarkRelay drains N pending rows (BENCH_RELAY_ROWS, default 20,000) to
 // PUBLISHED against a PostgreSQL cluster with fsync on and the in-process
-// broker, and reports events/s. Seeding is not timed.
+// broker, and reports events/s and the process's CPU per event (the
+// relay's and the in-process broker's). Seeding is not timed.
 //
 //	go test ./pkg/relay -run '^$' -bench BenchmarkRelay -benchtime 1x
 func BenchmarkRelay(b *testing.B) {
@@ -50,7 +51,7 @@ func BenchmarkRelay(b *testing.B) {
 			tb := &testBundle{url: url, pool: pool, outbox: store.NewOutbox(pool), bootstrap: bootstrap}
 			in := testenv.Topic(b, "bench-in", 3)
 			geo := testenv.Topic(b, "bench-geo", 3)
-			var total time.Duration
+			var total, cpu time.Duration
 			var events int
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
@@ -60,18 +61,20 @@ func BenchmarkRelay(b *testing.B) {
 				}
 				want := published(b, pool) + rows
 				b.StartTimer()
-				start := time.Now()
+				start, cpu0 := time.Now(), testenv.ProcessCPU(b)
 				rr := tb.start(b, c.cfg)
 				for published(b, pool) < want {
 					time.Sleep(20 * time.Millisecond)
 				}
 				total += time.Since(start)
+				cpu += testenv.ProcessCPU(b) - cpu0
 				events += rows
 				b.StopTimer()
 				rr.stop()
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(events)/total.Seconds(), "events/s")
+			b.ReportMetric(float64(cpu.Microseconds())/float64(events), "cpu-µs/event")
 			// Backends flush their statistics when they exit: close the
 			// pool, then read them on a fresh connection.
 			pool.Close()
