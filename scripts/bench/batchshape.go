@@ -12,7 +12,7 @@ import (
 // latency run: how many, and how many passports each on average. Its
 // largest second shows the episodes that make the p99 at 1,000/s: the
 // ingestor works off a backlog in a few large transactions, each as slow as
-// its size (README, Benchmarks).
+// its size (docs/performance.md, What the p99 at 1,000/s is made of).
 type batchShape struct {
 	count, sum float64 // the last sample of the batch-size histogram
 	at         time.Time

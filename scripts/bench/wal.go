@@ -21,7 +21,7 @@ const walSegments = 48
 // phase with WAL that the earlier phases' checkpoints recycled; with
 // BENCH_ONLY=latency it would not. With it, no segment file is created
 // during the runs at 1,000/s; the effect on their p99 is below the
-// machine's noise (README, Benchmarks).
+// machine's noise (docs/performance.md, What the p99 at 1,000/s is made of).
 //
 // Switching segments fills them (a switch writes nothing unless WAL was
 // written since the previous one); the checkpoint then recycles them.
