@@ -2,7 +2,7 @@
 -- transaction and published by outbox-relay (contract §2, §3).
 --
 -- fillfactor leaves room on each page so that claim updates (which touch only
--- non-indexed columns: locked_until, lock_token, updated_at) stay HOT and do
+-- non-indexed columns: locked_until and lock_token) stay HOT and do
 -- not rewrite index entries.
 create table route_passport_outbox (
     id              uuid        primary key,

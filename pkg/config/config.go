@@ -117,15 +117,16 @@ type settingError interface {
 	Setting() string
 }
 
-// Migrate is the configuration of `ingestor migrate`: it needs only the
-// database, so a migration Job need not be given Kafka settings.
+// Migrate is the configuration of the commands that need only the
+// database: `ingestor migrate` (so a migration Job need not be given Kafka
+// settings) and `outbox-relay stats|requeue|pause|resume`.
 type Migrate struct {
 	DatabaseURL string
 	LogFormat   string
 	LogLevel    slog.Level
 }
 
-// LoadMigrate reads the configuration of `ingestor migrate`.
+// LoadMigrate reads the configuration of the database-only commands.
 func LoadMigrate(environ []string) (Migrate, error) {
 	r := newReader(environ)
 	c := Migrate{

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcp/route-processing/pkg/passport"
 	"github.com/pcp/route-processing/pkg/record"
 )
 
@@ -49,7 +50,7 @@ func (r *reader) common() Common {
 		HTTPAddr:                r.listenAddr("HTTP_ADDR", ":8080"),
 		LogFormat:               r.oneOf("LOG_FORMAT", "json", "json", "text"),
 		LogLevel:                r.level("LOG_LEVEL"),
-		MessageKey:              r.oneOf("OUTBOX_MESSAGE_KEY", "traceId", "traceId", "routeId"),
+		MessageKey:              r.oneOf("OUTBOX_MESSAGE_KEY", passport.KeyTraceID, passport.KeyTraceID, passport.KeyRouteID),
 	}
 	r.bootstrapServers("KAFKA_BOOTSTRAP_SERVERS", c.KafkaBootstrapServers)
 	r.distinctTopics(c)

@@ -100,21 +100,6 @@ func (t *tracker) Committed(p int32, offset int64) {
 	}
 }
 
-// Outstanding returns how many added offsets of p are not finished.
-func (t *tracker) Outstanding(p int32) int {
-	pt := t.parts[p]
-	if pt == nil {
-		return 0
-	}
-	n := 0
-	for _, e := range pt.entries[pt.head:] {
-		if !e.done {
-			n++
-		}
-	}
-	return n
-}
-
 // CommittedOffset returns the last committed offset of p, -1 when none.
 func (t *tracker) CommittedOffset(p int32) int64 {
 	if pt := t.parts[p]; pt != nil {

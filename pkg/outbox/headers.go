@@ -9,8 +9,17 @@ import (
 	"github.com/pcp/route-processing/pkg/record"
 )
 
+// The headers of contract §2 on an output record.
+const (
+	HeaderType          = "type"
+	HeaderEventID       = "eventId"
+	HeaderTraceID       = "traceId"
+	HeaderCorrelationID = "correlationId"
+	HeaderTraceparent   = "traceparent"
+)
+
 // headerOrder is the order of contract §2's headers on an output record.
-var headerOrder = []string{"type", "eventId", "traceId", "correlationId", "traceparent"}
+var headerOrder = []string{HeaderType, HeaderEventID, HeaderTraceID, HeaderCorrelationID, HeaderTraceparent}
 
 // OrderHeaders turns stored headers (a JSON object, whose key order
 // PostgreSQL's jsonb does not keep) into record headers in publication
@@ -42,7 +51,7 @@ func OrderHeaders(m map[string]string) []record.Header {
 
 // HeadersJSON is the stored form of headers (route_passport_outbox.headers,
 // jsonb): a JSON object of their keys and values. A key given twice keeps
-// its last value, as in [HeaderMap] and as jsonb keeps it.
+// its last value, as jsonb keeps it.
 func HeadersJSON(hs []record.Header) []byte {
 	n := 2
 	for _, h := range hs {
@@ -73,14 +82,4 @@ func ParseHeadersJSON(b []byte) ([]record.Header, error) {
 		}
 	}
 	return OrderHeaders(m), nil
-}
-
-// HeaderMap is headers as an object, as they read back from the stored
-// JSON.
-func HeaderMap(hs []record.Header) map[string]string {
-	m := make(map[string]string, len(hs))
-	for _, h := range hs {
-		m[h.Key] = string(h.Value)
-	}
-	return m
 }

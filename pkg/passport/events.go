@@ -51,7 +51,7 @@ func Accept(p *Passport, src record.Record, cfg EventConfig) Accepted {
 // refused by the database.
 func AcceptTraced(p *Passport, src record.Record, cfg EventConfig, span string) Accepted {
 	var traceparent *string
-	if v, ok := src.Header("traceparent"); ok {
+	if v, ok := src.Header(outbox.HeaderTraceparent); ok {
 		s := span
 		if s == "" {
 			s = string(v)
@@ -79,16 +79,16 @@ func (p *Passport) Events(cfg EventConfig, traceparent *string) []outbox.Event {
 		// crashes the program instead of returning an error.
 		id := uuid.Must(uuid.NewV7())
 		h := make(map[string]string, 5)
-		h["type"] = ev.typ
-		h["eventId"] = id.String()
+		h[outbox.HeaderType] = ev.typ
+		h[outbox.HeaderEventID] = id.String()
 		if p.TraceID != nil && *p.TraceID != "" {
-			h["traceId"] = *p.TraceID
+			h[outbox.HeaderTraceID] = *p.TraceID
 		}
 		if p.CorrelationID != nil && *p.CorrelationID != "" {
-			h["correlationId"] = *p.CorrelationID
+			h[outbox.HeaderCorrelationID] = *p.CorrelationID
 		}
 		if traceparent != nil {
-			h["traceparent"] = *traceparent
+			h[outbox.HeaderTraceparent] = *traceparent
 		}
 		out = append(out, outbox.Event{
 			ID: id, RouteID: p.RouteID, Type: ev.typ, Topic: ev.topic, Key: key,

@@ -287,10 +287,11 @@ func (c Config) probeTimeout() time.Duration {
 }
 
 // probeWaitMax bounds a probe's wait on a slow link (backoff.Patience.Wait):
-// 5 s, at most half the publish timeout. It is also how late, at worst, an
-// outage's prober notices a healed link whose probe in flight hangs, and a
-// link slower than it is taken for a dead one (new connections to it fail
-// sooner anyway: their setup is bounded by 2 s, see kafkax).
+// half the publish timeout, at most 5 s and at least probeTimeout. It is
+// also how late, at worst, an outage's prober notices a healed link whose
+// probe in flight hangs, and a link slower than it is taken for a dead one
+// (a new connection's setup has a bound of its own, 5 s by default:
+// socket.connection.setup.timeout.ms in kafkax).
 func (c Config) probeWaitMax() time.Duration {
 	return max(c.probeTimeout(), min(c.PublishTimeout/2, 5*time.Second))
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pcp/route-processing/pkg/outbox"
+	"github.com/pcp/route-processing/pkg/record"
 	"github.com/pcp/route-processing/pkg/relay"
 	"github.com/pcp/route-processing/pkg/relay/relaytest"
 	"github.com/pcp/route-processing/pkg/store"
@@ -49,7 +50,7 @@ func TestRelayPublishesBothTopics(t *testing.T) {
 	)
 	// eventId is the row id (contract §2); the ingestor stores it in headers.
 	for i := range rows {
-		m := outbox.HeaderMap(rows[i].Headers)
+		m := headerMap(rows[i].Headers)
 		m["eventId"] = rows[i].ID.String()
 		rows[i].Headers = outbox.OrderHeaders(m)
 	}
@@ -68,7 +69,7 @@ func TestRelayPublishesBothTopics(t *testing.T) {
 		for _, h := range rec.Headers {
 			got[h.Key] = string(h.Value)
 		}
-		require.Equal(t, outbox.HeaderMap(row.Headers), got)
+		require.Equal(t, headerMap(row.Headers), got)
 		require.Equal(t, "type", rec.Headers[0].Key, "contract headers come first, in order")
 	}
 	eventually(t, 10*time.Second, "rows PUBLISHED", func() bool {
@@ -665,4 +666,14 @@ func TestRelayTableHealthGauges(t *testing.T) {
 	eventually(t, 20*time.Second, "the age drops once the snapshot is gone", func() bool {
 		return rr.metric(t, "route_passport_db_oldest_xact_age_seconds") < 1
 	})
+}
+
+// headerMap is headers as an object, as they read back from the stored
+// JSON: a key given twice keeps its last value.
+func headerMap(hs []record.Header) map[string]string {
+	m := make(map[string]string, len(hs))
+	for _, h := range hs {
+		m[h.Key] = string(h.Value)
+	}
+	return m
 }

@@ -3,15 +3,16 @@ package store
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"time"
+
+	"github.com/pcp/route-processing/pkg/backoff"
 )
 
 // conflictRetries is how many times a transaction that lost a race with a
 // concurrent one (KindConflict) is run again before its error is returned,
-// each after a jittered pause of up to 2^i ms (at most conflictMaxPause).
-// The callers run again at read committed, where a serialization failure
-// cannot recur; a deadlock can, rarely.
+// each after a pause of the shared backoff, from 1 ms doubling up to
+// conflictMaxPause. The callers run again at read committed, where a
+// serialization failure cannot recur; a deadlock can, rarely.
 const conflictRetries = 5
 
 // conflictMaxPause bounds one pause between runs.
@@ -22,19 +23,15 @@ const conflictMaxPause = 32 * time.Millisecond
 // statement, or a pipeline committed as one): PostgreSQL has rolled a
 // conflicting one back, so running it again writes nothing twice.
 func retryConflicts(ctx context.Context, fn func() error) error {
+	pauses := backoff.New(time.Millisecond, conflictMaxPause)
 	for i := 0; ; i++ {
 		err := fn()
 		if i == conflictRetries || Classify(err) != KindConflict {
 			return err
 		}
-		pause := min(time.Millisecond<<i, conflictMaxPause)
-		t := time.NewTimer(time.Duration(rand.Int64N(int64(pause))) + 1)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Sleep(ctx, pauses.Next()) {
 			// Canceled, not a conflict, for the caller's Classify.
 			return errors.Join(err, ctx.Err())
-		case <-t.C:
 		}
 	}
 }

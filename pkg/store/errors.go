@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -68,15 +65,9 @@ func Classify(err error) Kind {
 	if code := sqlState(err); code != "" {
 		return classifySQLState(code)
 	}
-	var connErr *pgconn.ConnectError
-	var netErr net.Error
-	switch {
-	case errors.As(err, &connErr), errors.As(err, &netErr),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, context.DeadlineExceeded), pgconn.SafeToRetry(err):
-		return KindUnavailable
-	}
+	// No answer from the server: a failed connect, a network error, a
+	// connection that closed (EOF, reset), the caller's deadline, or an
+	// error pgx never sent. The database, not the record, is the problem.
 	return KindUnavailable
 }
 

@@ -44,7 +44,7 @@ func (o *Outbox) SetPaused(ctx context.Context, paused bool, reason, by string) 
 	if paused && reason != "" {
 		r = &reason
 	}
-	return pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `
 insert into outbox_relay_control (id, paused, reason, updated_by, updated_at)
 values (true, $1, $2, $3, now())
@@ -53,11 +53,17 @@ on conflict (id) do update set paused = $1,
 	reason = case when $1 and $2::text is null and outbox_relay_control.paused then outbox_relay_control.reason else $2 end,
 	updated_by = $3, updated_at = now()`, paused, r, by)
 		if err != nil {
-			return fmt.Errorf("set outbox_relay_control: %w", err)
+			return fmt.Errorf("upsert outbox_relay_control: %w", err)
 		}
-		_, err = tx.Exec(ctx, notifySQL, NotifyChannel)
-		return err
+		if _, err := tx.Exec(ctx, notifySQL, NotifyChannel); err != nil {
+			return fmt.Errorf("notify %s: %w", NotifyChannel, err)
+		}
+		return nil
 	})
+	if err != nil {
+		return fmt.Errorf("set the relays' pause flag: %w", err)
+	}
+	return nil
 }
 
 // Notify sends one notification on NotifyChannel, as a write does; the
@@ -278,22 +284,27 @@ set status = 'PENDING', attempts = 0, next_attempt_at = now(), locked_until = nu
     lock_token = null, published_at = null, updated_at = now()
 where `+where+` and not `+inFlight, args...)
 		if err != nil {
-			return fmt.Errorf("requeue outbox rows: %w", err)
+			return fmt.Errorf("update outbox rows: %w", err)
 		}
 		res.Requeued = tag.RowsAffected()
 		if !f.Failed { // FAILED rows are never leased
 			if err := tx.QueryRow(ctx, `select count(*) from route_passport_outbox where `+where+` and `+inFlight, args...).
 				Scan(&res.InFlight); err != nil {
-				return fmt.Errorf("requeue outbox rows: %w", err)
+				return fmt.Errorf("count leased outbox rows: %w", err)
 			}
 		}
 		if res.Requeued > 0 {
-			_, err = tx.Exec(ctx, notifySQL, NotifyChannel)
+			if _, err := tx.Exec(ctx, notifySQL, NotifyChannel); err != nil {
+				return fmt.Errorf("notify %s: %w", NotifyChannel, err)
+			}
 		}
-		return err
+		return nil
 	})
-	if err == nil && what != "" && res.Requeued == 0 && res.InFlight == 0 {
+	if err != nil {
+		return RequeueResult{}, fmt.Errorf("requeue: %w", err)
+	}
+	if what != "" && res.Requeued == 0 && res.InFlight == 0 {
 		return res, fmt.Errorf("requeue: %w %s", ErrNoRows, what)
 	}
-	return res, err
+	return res, nil
 }

@@ -26,9 +26,9 @@ func (e *SchemaError) Error() string {
 // to: the number of migrations this build carries, found as tern finds
 // them.
 func SchemaVersion() (int, error) {
-	sub, err := fs.Sub(db.Migrations, "migrations")
+	sub, err := migrations()
 	if err != nil {
-		return 0, fmt.Errorf("open migrations: %w", err)
+		return 0, err
 	}
 	paths, err := migrate.FindMigrations(sub)
 	if err != nil {
@@ -67,3 +67,12 @@ func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
 // CheckSchema fails with a *SchemaError when the database's schema is
 // older than this build's.
 func (s *Passports) CheckSchema(ctx context.Context) error { return checkSchema(ctx, s.pool) }
+
+// migrations is the embedded migrations directory, as tern reads it.
+func migrations() (fs.FS, error) {
+	sub, err := fs.Sub(db.Migrations, "migrations")
+	if err != nil {
+		return nil, fmt.Errorf("open migrations: %w", err)
+	}
+	return sub, nil
+}

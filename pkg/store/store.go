@@ -10,7 +10,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"net"
 	"strings"
 	"time"
@@ -18,8 +17,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/tern/v2/migrate"
-
-	"github.com/pcp/route-processing/db"
 )
 
 // VersionTable is tern's bookkeeping table.
@@ -139,14 +136,6 @@ func configureConn(cfg *pgx.ConnConfig) {
 	cfg.DialFunc = d.DialContext
 }
 
-// Migrate applies every embedded migration that the database lacks. It is
-// idempotent, and safe to run from several processes at once (tern takes an
-// advisory lock).
-func Migrate(ctx context.Context, conn *pgx.Conn) error {
-	_, err := migrateConn(ctx, conn)
-	return err
-}
-
 // Migration is what a migration run found and left: the schema versions
 // before and after. From above To is a database of a later release, left
 // as it is.
@@ -162,9 +151,9 @@ func migrateConn(ctx context.Context, conn *pgx.Conn) (Migration, error) {
 	if err != nil {
 		return Migration{}, fmt.Errorf("create migrator: %w", err)
 	}
-	sub, err := fs.Sub(db.Migrations, "migrations")
+	sub, err := migrations()
 	if err != nil {
-		return Migration{}, fmt.Errorf("open migrations: %w", err)
+		return Migration{}, err
 	}
 	if err := m.LoadMigrations(sub); err != nil {
 		return Migration{}, fmt.Errorf("load migrations: %w", err)
@@ -229,7 +218,9 @@ func connConfig(databaseURL, setting string) (*pgx.ConnConfig, error) {
 	return cfg.ConnConfig, nil
 }
 
-// MigrateURL opens a single connection to databaseURL and migrates it.
+// MigrateURL opens a single connection to databaseURL and applies every
+// embedded migration that the database lacks. It is idempotent, and safe to
+// run from several processes at once (tern takes an advisory lock).
 func MigrateURL(ctx context.Context, databaseURL string) (Migration, error) {
 	cfg, err := connConfig(databaseURL, "DATABASE_URL")
 	if err != nil {

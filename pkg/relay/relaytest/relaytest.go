@@ -17,16 +17,19 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pcp/route-processing/pkg/outbox"
+	"github.com/pcp/route-processing/pkg/passport"
 	"github.com/pcp/route-processing/pkg/store"
 )
 
-// Event types (contract §2).
+// Event types (contract §2), as the ingestor writes them.
 const (
-	ModeStatusChanged = "ModeStatusChangedEvent"
-	RouteGeoRef       = "RouteGeoRefEvent"
+	ModeStatusChanged = passport.EventModeStatusChanged
+	RouteGeoRef       = passport.EventRouteGeoRef
 )
 
-// DefaultMaxAttempts is the max_attempts of rows Insert writes.
+// DefaultMaxAttempts is the max_attempts of rows Insert writes: the relay's
+// default (relay.Config), which this package cannot read, since the relay's
+// internal tests import it.
 const DefaultMaxAttempts = 10
 
 const insertPassportSQL = `
@@ -65,7 +68,7 @@ func Fill(e outbox.Event) outbox.Event {
 		e.Payload, _ = json.Marshal(map[string]any{"type": e.Type, "data": map[string]any{"routeId": e.RouteID}})
 	}
 	if e.Headers == nil {
-		e.Headers = outbox.OrderHeaders(map[string]string{"type": e.Type, "eventId": e.ID.String()})
+		e.Headers = outbox.OrderHeaders(map[string]string{outbox.HeaderType: e.Type, outbox.HeaderEventID: e.ID.String()})
 	}
 	return e
 }

@@ -1,0 +1,14 @@
+package store
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Migrate applies every embedded migration that the database lacks, on
+// conn: MigrateURL's work on a connection a test already holds.
+func Migrate(ctx context.Context, conn *pgx.Conn) error {
+	_, err := migrateConn(ctx, conn)
+	return err
+}
