@@ -81,7 +81,7 @@ func TestOnlyTheirDoorsImportTheClients(t *testing.T) {
 // interfaces and error classification only, never by importing pgx itself.
 func TestDomainAndLoopsBuildWithoutTheClients(t *testing.T) {
 	pkgs := listPackages(t)
-	for _, name := range []string{"pkg/record", "pkg/outbox", "pkg/backoff", "pkg/dlq", "pkg/passport", "pkg/relay", "pkg/tracing", "pkg/contractschema"} {
+	for _, name := range []string{"pkg/record", "pkg/outbox", "pkg/backoff", "pkg/dlq", "pkg/dlqreplay", "pkg/passport", "pkg/relay", "pkg/tracing", "pkg/contractschema"} {
 		p, ok := pkgs[name]
 		if !ok {
 			t.Errorf("package %s is gone: update the README and this test", name)

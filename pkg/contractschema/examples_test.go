@@ -8,11 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/contractschema"
-	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/passport"
 	"github.com/pcp/route-processing/pkg/record"
 )
@@ -172,28 +170,22 @@ func TestPayloadsPassTheEventSchemas(t *testing.T) {
 	}
 }
 
-// outputRecord builds the record the relay would publish for p. The header
-// rules (type and eventId always, traceId and correlationId when
-// non-empty, traceparent when the input had one) mirror store's
-// outboxHeaders; the real ones are validated in the end-to-end tests.
+// outputRecord builds the record the relay would publish for p's event of
+// type typ, from the events the ingestor stores (passport's Events, the one
+// home of the header rules), as if the input had carried a traceparent.
 func outputRecord(p *passport.Passport, typ, keyMode string) record.Record {
-	h := map[string]string{
-		"type":        typ,
-		"eventId":     uuid.Must(uuid.NewV7()).String(),
-		"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+	traceparent := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	cfg := passport.EventConfig{
+		TopicProcessedRoute:    "pcp.route.in.v1",
+		TopicRouteGeoreference: "pcp.route.georeference.v1",
+		MessageKey:             keyMode,
 	}
-	if p.TraceID != nil && *p.TraceID != "" {
-		h["traceId"] = *p.TraceID
+	for _, ev := range p.Events(cfg, &traceparent) {
+		if ev.Type == typ {
+			return record.Record{Topic: ev.Topic, Key: []byte(ev.Key), Value: ev.Payload, Headers: ev.Headers}
+		}
 	}
-	if p.CorrelationID != nil && *p.CorrelationID != "" {
-		h["correlationId"] = *p.CorrelationID
-	}
-	return record.Record{
-		Topic:   "pcp.route.in.v1",
-		Key:     []byte(p.MessageKey(keyMode)),
-		Value:   p.Payload(typ),
-		Headers: outbox.OrderHeaders(h),
-	}
+	panic("no event of type " + typ)
 }
 
 // TestEventTypeNames ties the schema names to pkg/passport's event types.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/pcp/route-processing/pkg/dlq"
-	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/record"
 )
 
@@ -94,7 +93,7 @@ func (f Filter) partitionsToRead(topic string, existing []int32) ([]int32, error
 // the filter can select. sinceOffset is the first offset whose timestamp is
 // at or after Since (sinceFound false: no record is that recent); it is
 // ignored when Since is zero.
-func (f Filter) offsetRange(partition int32, low, high, sinceOffset int64, sinceFound bool) kafkax.PartitionRange {
+func (f Filter) offsetRange(partition int32, low, high, sinceOffset int64, sinceFound bool) record.PartitionRange {
 	start, end := max(low, f.FromOffset), high
 	if f.EndOffset > 0 {
 		end = min(end, f.EndOffset)
@@ -109,7 +108,7 @@ func (f Filter) offsetRange(partition int32, low, high, sinceOffset int64, since
 	if start > end {
 		start = end
 	}
-	return kafkax.PartitionRange{Partition: partition, Start: start, End: end}
+	return record.PartitionRange{Partition: partition, Start: start, End: end}
 }
 
 // Match reports whether rec, whose dead-letter headers decode to info, is

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/dlq"
-	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/record"
 )
 
@@ -101,7 +100,7 @@ func TestFilterOffsetRange(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			got := tt.filter.offsetRange(4, tt.low, tt.high, tt.sinceOffset, tt.sinceFound)
-			require.Equal(t, kafkax.PartitionRange{Partition: 4, Start: tt.wantStart, End: tt.wantEnd}, got)
+			require.Equal(t, record.PartitionRange{Partition: 4, Start: tt.wantStart, End: tt.wantEnd}, got)
 		})
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/pcp/route-processing/pkg/dlq"
-	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/record"
 )
 
@@ -28,7 +27,7 @@ type Reader interface {
 	// ReadRanges calls fn for every record in the ranges, in offset order
 	// within a partition, and returns when all are read or fn fails (with
 	// fn's error).
-	ReadRanges(ctx context.Context, topic string, ranges []kafkax.PartitionRange, fn func(record.Record) error) error
+	ReadRanges(ctx context.Context, topic string, ranges []record.PartitionRange, fn func(record.Record) error) error
 }
 
 // Producer sends records and waits for their delivery. *kafkax.Producer
@@ -226,7 +225,7 @@ func (r *Replayer) Run(ctx context.Context) (Result, error) {
 
 // plan resolves the filter into one offset range per selected partition,
 // capturing the high watermarks so that the run ends.
-func (r *Replayer) plan(ctx context.Context) ([]kafkax.PartitionRange, error) {
+func (r *Replayer) plan(ctx context.Context) ([]record.PartitionRange, error) {
 	f := r.cfg.Filter
 	all, err := r.reader.Partitions(ctx, r.cfg.DLQTopic)
 	if err != nil {
@@ -236,7 +235,7 @@ func (r *Replayer) plan(ctx context.Context) ([]kafkax.PartitionRange, error) {
 	if err != nil {
 		return nil, err
 	}
-	ranges := make([]kafkax.PartitionRange, 0, len(parts))
+	ranges := make([]record.PartitionRange, 0, len(parts))
 	for _, p := range parts {
 		low, high, err := r.reader.Watermarks(ctx, r.cfg.DLQTopic, p)
 		if err != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/dlq"
-	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/record"
 )
 
@@ -22,7 +21,7 @@ type fakeReader struct {
 	topic   string
 	parts   map[int32][]record.Record // offsets are the slice indexes plus low
 	low     map[int32]int64
-	ranges  []kafkax.PartitionRange // what ReadRanges was asked for
+	ranges  []record.PartitionRange // what ReadRanges was asked for
 	sinceAt time.Time               // what OffsetForTime was asked for
 }
 
@@ -51,7 +50,7 @@ func (f *fakeReader) OffsetForTime(_ context.Context, _ string, p int32, t time.
 	return 0, false, nil
 }
 
-func (f *fakeReader) ReadRanges(_ context.Context, _ string, ranges []kafkax.PartitionRange, fn func(record.Record) error) error {
+func (f *fakeReader) ReadRanges(_ context.Context, _ string, ranges []record.PartitionRange, fn func(record.Record) error) error {
 	f.ranges = append(f.ranges, ranges...)
 	for _, rg := range ranges {
 		for _, r := range f.parts[rg.Partition] {
@@ -211,7 +210,7 @@ func TestRun(t *testing.T) {
 		require.Equal(t,
 			`would-replay dlq_partition=0 dlq_offset=10 dlq_time=2026-04-28T10:00:00Z original_topic="pcp.request.survey-georeference.v1" original_partition=3 original_offset=1234 original_time=2026-04-28T10:15:00Z category="CONTRACT" field="data.geometry" exception="data.geometry: ring not closed" key="k0" value_bytes=25`+"\n",
 			out)
-		require.Equal(t, []kafkax.PartitionRange{{Partition: 0, Start: 10, End: 13}}, b.reader.ranges)
+		require.Equal(t, []record.PartitionRange{{Partition: 0, Start: 10, End: 13}}, b.reader.ranges)
 	})
 
 	t.Run("offset and time bounds narrow what is read", func(t *testing.T) {
@@ -220,7 +219,7 @@ func TestRun(t *testing.T) {
 		res, err := b.run(t, Config{DryRun: true, Filter: Filter{FromOffset: 1, EndOffset: 12, Since: t0.Add(45 * time.Minute)}})
 		require.NoError(t, err)
 		require.Equal(t, t0.Add(45*time.Minute), b.reader.sinceAt)
-		require.Equal(t, []kafkax.PartitionRange{{Partition: 0, Start: 11, End: 12}, {Partition: 1, Start: 1, End: 2}}, b.reader.ranges)
+		require.Equal(t, []record.PartitionRange{{Partition: 0, Start: 11, End: 12}, {Partition: 1, Start: 1, End: 2}}, b.reader.ranges)
 		require.Equal(t, Result{Scanned: 2, Selected: 2}, res)
 	})
 

@@ -81,8 +81,9 @@ func consumerEnforced(cfg ConsumerConfig) kafka.ConfigMap {
 		"partition.assignment.strategy": AssignmentStrategy,
 		"go.events.channel.enable":      false,
 		"enable.partition.eof":          false,
-		// Pause/Resume and rebalances are handled by the application
-		// through RebalanceFuncs, not through Events().
+		// Rebalances go to the callback that Subscribe passes to
+		// SubscribeTopics (called from inside Poll), which assigns and
+		// unassigns; none is handed to the caller as an event.
 		"go.application.rebalance.enable": false,
 	}
 }
@@ -328,7 +329,7 @@ func (c *Consumer) Probe(ctx context.Context, timeout time.Duration) error {
 		return fmt.Errorf("kafka metadata: %w", err)
 	}
 	if len(md.Brokers) == 0 {
-		return fmt.Errorf("kafka metadata: no brokers: %w", ErrUnavailable)
+		return fmt.Errorf("kafka metadata: no brokers: %w", record.ErrUnavailable)
 	}
 	return nil
 }

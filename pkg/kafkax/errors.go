@@ -11,23 +11,25 @@ import (
 	"github.com/pcp/route-processing/pkg/record"
 )
 
+// Causes this package gives its errors. Callers outside it branch on the
+// record sentinels instead: classify wraps record.ErrNotAttempted or
+// record.ErrUnavailable around produce errors, and Probe wraps
+// record.ErrUnavailable when no broker answers.
 var (
-	// ErrTimeout: no answer in time; the cluster may be unreachable.
-	ErrTimeout = errors.New("kafka: timed out")
-	// ErrUnavailable: no broker answers.
-	ErrUnavailable = errors.New("kafka: unavailable")
-	// ErrClosed: the producer was closed; nothing was sent.
-	ErrClosed = errors.New("kafka: producer closed")
+	// errTimeout: no answer in time; the cluster may be unreachable.
+	errTimeout = errors.New("kafka: timed out")
+	// errClosed: the producer was closed; nothing was sent.
+	errClosed = errors.New("kafka: producer closed")
 )
 
 // Three classes of produce errors, so that a caller that counts attempts
 // against a message (the outbox relay) charges only what is the message's
 // fault:
 //
-//   - not attempted ([IsNotAttempted]): the message was never judged by the
+//   - not attempted (isNotAttempted): the message was never judged by the
 //     cluster — the producer was closed, reset after a fatal error, or
 //     purged its queues. Send it again, count nothing.
-//   - unavailable ([IsUnavailable]): the cluster could not take it — no
+//   - unavailable (isUnavailable): the cluster could not take it — no
 //     broker reachable, transport errors, timeouts, a partition without a
 //     leader (broker down, election), not enough in-sync replicas. Send it
 //     again later, count nothing, whether or not some broker still answers.
@@ -78,31 +80,31 @@ var notAttemptedCodes = map[kafka.ErrorCode]bool{
 	kafka.ErrState: true,
 }
 
-// IsNotAttempted reports whether err says the message was not judged by the
-// cluster at all: the producer was closed (ErrClosed, ErrState), reset after
-// a fatal error (ErrFatal, see [IsFatal]), destroyed, or purged its queue or
+// isNotAttempted reports whether err says the message was not judged by the
+// cluster at all: the producer was closed (errClosed, ErrState), reset after
+// a fatal error (ErrFatal, see isFatal), destroyed, or purged its queue or
 // in-flight requests. Retry it without counting it against the message.
-func IsNotAttempted(err error) bool {
+func isNotAttempted(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, ErrClosed) || isFatal(err) {
+	if errors.Is(err, errClosed) || isFatal(err) {
 		return true
 	}
 	var kerr kafka.Error
 	return errors.As(err, &kerr) && notAttemptedCodes[kerr.Code()]
 }
 
-// IsUnavailable reports whether err says the cluster could not take the
+// isUnavailable reports whether err says the cluster could not take the
 // message (as opposed to refusing this message): unreachable brokers,
 // timeouts, no partition leader, not enough in-sync replicas. Retrying it is
 // the cluster's problem, not the message's: callers must not count it
 // against the message, even when some broker still answers.
-func IsUnavailable(err error) bool {
+func isUnavailable(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, ErrTimeout) || errors.Is(err, ErrUnavailable) {
+	if errors.Is(err, errTimeout) || errors.Is(err, record.ErrUnavailable) {
 		return true
 	}
 	var kerr kafka.Error
@@ -118,6 +120,10 @@ func IsUnavailable(err error) bool {
 	return kerr.IsRetriable() || kerr.IsTimeout()
 }
 
+// isFatal reports whether err is a fatal producer error: the idempotence
+// guarantee was broken and the client must be replaced (ProduceBatch does so
+// by itself). The message was not refused for what it is; retry it on the
+// new client without counting it against the message.
 func isFatal(err error) bool {
 	var kerr kafka.Error
 	// Messages failed by a client in the fatal state carry ERR__FATAL,
@@ -125,15 +131,11 @@ func isFatal(err error) bool {
 	return errors.As(err, &kerr) && (kerr.IsFatal() || kerr.Code() == kafka.ErrFatal)
 }
 
-// IsFatal reports whether err is a fatal producer error: the idempotence
-// guarantee was broken and the client must be replaced (ProduceBatch does so
-// by itself). The message was not refused for what it is; retry it on the
-// new client without counting it against the message.
-func IsFatal(err error) bool { return isFatal(err) }
-
-// IsMessageTooLarge reports whether err says the message exceeds a size
-// limit, of the client (message.max.bytes) or of the topic.
-func IsMessageTooLarge(err error) bool {
+// TooLarge reports whether err, from ProduceBatch, says the record exceeds a
+// size limit of the client (message.max.bytes) or of the topic. With it
+// *Producer satisfies the dead-letter interface of package ingest, which
+// owns what to do then.
+func (*Producer) TooLarge(err error) bool {
 	var kerr kafka.Error
 	return errors.As(err, &kerr) && kerr.Code() == kafka.ErrMsgSizeTooLarge
 }
@@ -146,11 +148,11 @@ func classify(ctx context.Context, err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case IsNotAttempted(err):
+	case isNotAttempted(err):
 		return fmt.Errorf("%w: %w", record.ErrNotAttempted, err)
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		return fmt.Errorf("%w: %w", record.ErrNotAttempted, err)
-	case IsUnavailable(err):
+	case isUnavailable(err):
 		return fmt.Errorf("%w: %w", record.ErrUnavailable, err)
 	}
 	return err

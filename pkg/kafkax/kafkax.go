@@ -238,11 +238,6 @@ func toRecord(topic string, m *kafka.Message) record.Record {
 	return r
 }
 
-// TooLarge reports whether err, from ProduceBatch, says the record exceeds a
-// size limit of the client or the broker. With it *Producer satisfies the
-// dead-letter interface of package ingest, which owns what to do then.
-func (*Producer) TooLarge(err error) bool { return IsMessageTooLarge(err) }
-
 // metadataWait is the wait, in the whole milliseconds librdkafka takes, of
 // a metadata request bounded by timeout and by ctx's deadline; ctx's error
 // when ctx is done or its deadline has come.

@@ -264,7 +264,7 @@ func (pr *Producer) produceBatch(ctx context.Context, msgs []record.Record) []er
 		case <-ctx.Done():
 			return fillWaiting(errs, waiting, ctx.Err())
 		case <-timer.C:
-			return fillWaiting(errs, waiting, fmt.Errorf("no delivery report within %s: %w", pr.cfg.DeliveryTimeout, ErrTimeout))
+			return fillWaiting(errs, waiting, fmt.Errorf("no delivery report within %s: %w", pr.cfg.DeliveryTimeout, errTimeout))
 		}
 	}
 	for _, e := range errs {
@@ -326,12 +326,12 @@ func (pr *Producer) client() (*client, error) {
 	}
 	pr.mu.RUnlock()
 	if closed {
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	if pr.closed {
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	if pr.p != nil && pr.p.p.GetFatalError() == nil && pr.p.acquire() {
 		return pr.p, nil
@@ -393,14 +393,15 @@ func (pr *Producer) Probe(ctx context.Context, topic string, timeout time.Durati
 		return fmt.Errorf("kafka metadata: %w", err)
 	}
 	if len(md.Brokers) == 0 {
-		return fmt.Errorf("kafka metadata: no brokers: %w", ErrUnavailable)
+		return fmt.Errorf("kafka metadata: no brokers: %w", record.ErrUnavailable)
 	}
 	return nil
 }
 
 // Close flushes what is queued (up to timeout), purges what is left (its
 // calls get ErrPurgeQueue/ErrPurgeInflight: not attempted), and closes the
-// client once no call uses it. Calls after Close fail with ErrClosed.
+// client once no call uses it. Calls after Close fail (ProduceBatch's
+// errors wrap record.ErrNotAttempted).
 func (pr *Producer) Close(timeout time.Duration) {
 	pr.mu.Lock()
 	c := pr.p

@@ -37,7 +37,7 @@ func TestErrorClasses(t *testing.T) {
 		{kafka.NewError(kafka.ErrTransport, "", false), unavailable},
 		{kafka.NewError(kafka.ErrAllBrokersDown, "", false), unavailable},
 		{kafka.NewError(kafka.ErrRequestTimedOut, "", false), unavailable},
-		{fmt.Errorf("no delivery report within 30s: %w", ErrTimeout), unavailable},
+		{fmt.Errorf("no delivery report within 30s: %w", errTimeout), unavailable},
 		// Never judged: the client dropped it.
 		{kafka.NewError(kafka.ErrPurgeQueue, "", false), notAttempted},
 		{kafka.NewError(kafka.ErrPurgeInflight, "", false), notAttempted},
@@ -45,7 +45,7 @@ func TestErrorClasses(t *testing.T) {
 		{kafka.NewError(kafka.ErrFatal, "", false), notAttempted},
 		{kafka.NewError(kafka.ErrOutOfOrderSequenceNumber, "", true), notAttempted}, // fatal flag
 		{kafka.NewError(kafka.ErrState, "Operation not allowed on closed client", false), notAttempted},
-		{fmt.Errorf("produce: %w", ErrClosed), notAttempted},
+		{fmt.Errorf("produce: %w", errClosed), notAttempted},
 		// The message's fault: charged.
 		{kafka.NewError(kafka.ErrMsgSizeTooLarge, "", false), message},
 		{kafka.NewError(kafka.ErrTopicAuthorizationFailed, "", false), message},
@@ -58,10 +58,10 @@ func TestErrorClasses(t *testing.T) {
 	for _, c := range cases {
 		got := message
 		switch {
-		case IsNotAttempted(c.err):
+		case isNotAttempted(c.err):
 			got = notAttempted
-			require.False(t, IsUnavailable(c.err), "%v is both", c.err)
-		case IsUnavailable(c.err):
+			require.False(t, isUnavailable(c.err), "%v is both", c.err)
+		case isUnavailable(c.err):
 			got = unavailable
 		}
 		require.Equal(t, c.want, got, "%v", c.err)
@@ -121,8 +121,8 @@ func TestClosedProducerIsNotAttempted(t *testing.T) {
 	require.NoError(t, err)
 	pr.Close(100 * time.Millisecond)
 	errs := pr.ProduceBatch(context.Background(), []record.Record{{Topic: "t", Value: []byte("v")}})
-	require.ErrorIs(t, errs[0], ErrClosed)
-	require.True(t, IsNotAttempted(errs[0]))
+	require.ErrorIs(t, errs[0], errClosed)
+	require.True(t, isNotAttempted(errs[0]))
 	require.ErrorIs(t, errs[0], record.ErrNotAttempted, "wrapped for callers without the client library")
 }
 

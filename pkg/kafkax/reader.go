@@ -24,22 +24,11 @@ type ReaderConfig struct {
 	// RequestTimeout bounds each metadata, watermark and offsets-for-times
 	// request (a cancelled context ends one within a second). Default 30s.
 	RequestTimeout time.Duration
-	// IdleTimeout makes ReadRanges fail with ErrTimeout when neither a
+	// IdleTimeout makes ReadRanges fail with errTimeout when neither a
 	// record nor an end-of-partition arrives for this long (the brokers are
 	// unreachable, or the reader lacks rights), so that a tool using it
 	// always ends. Default 1m.
 	IdleTimeout time.Duration
-}
-
-// PartitionRange is the span [Start, End) of one partition's offsets.
-type PartitionRange struct {
-	Partition int32
-	// Start is the first offset to read.
-	Start int64
-	// End is one past the last offset to read, usually the high watermark
-	// captured before reading, so that a read ends even while producers
-	// keep appending.
-	End int64
 }
 
 // Reader reads fixed offset ranges of a topic without a consumer group:
@@ -96,7 +85,10 @@ func NewReader(logger *slog.Logger, cfg ReaderConfig) (*Reader, error) {
 func (r *Reader) Close() error {
 	err := r.c.Close()
 	r.stopLogs()
-	return err
+	if err != nil {
+		return fmt.Errorf("close kafka reader: %w", err)
+	}
+	return nil
 }
 
 // requestSlice bounds one blocking librdkafka request of [Reader.request]:
@@ -214,7 +206,7 @@ func (r *Reader) OffsetForTime(ctx context.Context, topic string, partition int3
 // so offsets that hold no readable record (transaction markers, records of
 // aborted or still open transactions, compacted records) do not stall it.
 // fn may block; nothing times out while it runs.
-func (r *Reader) ReadRanges(ctx context.Context, topic string, ranges []PartitionRange, fn func(record.Record) error) error {
+func (r *Reader) ReadRanges(ctx context.Context, topic string, ranges []record.PartitionRange, fn func(record.Record) error) error {
 	ends := make(map[int32]int64, len(ranges))
 	var assign []kafka.TopicPartition
 	for _, rg := range ranges {
@@ -250,7 +242,7 @@ func (r *Reader) ReadRanges(ctx context.Context, topic string, ranges []Partitio
 			return err
 		}
 		if idle := time.Since(lastProgress); idle > r.cfg.IdleTimeout {
-			return fmt.Errorf("read %s: nothing received for %s (%d partitions unfinished): %w", topic, idle.Round(time.Second), len(ends), ErrTimeout)
+			return fmt.Errorf("read %s: nothing received for %s (%d partitions unfinished): %w", topic, idle.Round(time.Second), len(ends), errTimeout)
 		}
 		switch e := r.c.Poll(100).(type) {
 		case *kafka.Message:

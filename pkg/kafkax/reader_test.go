@@ -57,7 +57,7 @@ func (b *readerBundle) produce(t *testing.T, partition int32, n int, from int) {
 	testenv.ProducePartition(t, b.bootstrap, b.topic, partition, recs...)
 }
 
-func (b *readerBundle) read(t *testing.T, ranges ...PartitionRange) []record.Record {
+func (b *readerBundle) read(t *testing.T, ranges ...record.PartitionRange) []record.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -112,7 +112,7 @@ func TestReader(t *testing.T) {
 		// A null key and a null value survive the round trip as nil.
 		testenv.ProducePartition(t, b.bootstrap, b.topic, 1, testenv.Record{Key: nil, Value: nil})
 
-		got := b.read(t, PartitionRange{Partition: 0, Start: 1, End: 4}, PartitionRange{Partition: 1, Start: 0, End: 4})
+		got := b.read(t, record.PartitionRange{Partition: 0, Start: 1, End: 4}, record.PartitionRange{Partition: 1, Start: 0, End: 4})
 		require.ElementsMatch(t, []string{"0@1=k1", "0@2=k2", "0@3=k3", "1@0=k10", "1@1=k11", "1@2=k12", "1@3="}, keysOf(got))
 		for _, r := range got {
 			require.Equal(t, b.topic, r.Topic)
@@ -143,7 +143,7 @@ func TestReader(t *testing.T) {
 		_, high, err := b.reader.Watermarks(context.Background(), b.topic, 0)
 		require.NoError(t, err)
 		b.produce(t, 0, 3, 3)
-		got := b.read(t, PartitionRange{Partition: 0, Start: 0, End: high})
+		got := b.read(t, record.PartitionRange{Partition: 0, Start: 0, End: high})
 		require.Equal(t, []string{"0@0=k0", "0@1=k1", "0@2=k2"}, keysOf(got))
 	})
 
@@ -152,7 +152,7 @@ func TestReader(t *testing.T) {
 		b := setupReader(t, 2)
 		b.produce(t, 0, 2, 0)
 		start := time.Now()
-		got := b.read(t, PartitionRange{Partition: 0, Start: 0, End: 1000}, PartitionRange{Partition: 1, Start: 0, End: 1000})
+		got := b.read(t, record.PartitionRange{Partition: 0, Start: 0, End: 1000}, record.PartitionRange{Partition: 1, Start: 0, End: 1000})
 		require.Equal(t, []string{"0@0=k0", "0@1=k1"}, keysOf(got))
 		require.Less(t, time.Since(start), 15*time.Second, "ended by end-of-partition, not by the idle timeout")
 	})
@@ -161,7 +161,7 @@ func TestReader(t *testing.T) {
 		t.Parallel()
 		b := setupReader(t, 1)
 		b.produce(t, 0, 2, 0)
-		require.Empty(t, b.read(t, PartitionRange{Partition: 0, Start: 2, End: 2}))
+		require.Empty(t, b.read(t, record.PartitionRange{Partition: 0, Start: 2, End: 2}))
 		require.Empty(t, b.read(t))
 	})
 
@@ -171,14 +171,14 @@ func TestReader(t *testing.T) {
 		b.produce(t, 0, 3, 0)
 		boom := fmt.Errorf("boom")
 		n := 0
-		err := b.reader.ReadRanges(context.Background(), b.topic, []PartitionRange{{Partition: 0, Start: 0, End: 3}}, func(record.Record) error {
+		err := b.reader.ReadRanges(context.Background(), b.topic, []record.PartitionRange{{Partition: 0, Start: 0, End: 3}}, func(record.Record) error {
 			n++
 			return boom
 		})
 		require.ErrorIs(t, err, boom)
 		require.Equal(t, 1, n)
 		// The reader is reusable afterwards.
-		require.Len(t, b.read(t, PartitionRange{Partition: 0, Start: 0, End: 3}), 3)
+		require.Len(t, b.read(t, record.PartitionRange{Partition: 0, Start: 0, End: 3}), 3)
 	})
 
 	t.Run("offset for time", func(t *testing.T) {
@@ -210,7 +210,7 @@ func TestReader(t *testing.T) {
 		t.Parallel()
 		b := setupReader(t, 1)
 		b.produce(t, 0, 3, 0)
-		require.Len(t, b.read(t, PartitionRange{Partition: 0, Start: 0, End: 3}), 3)
+		require.Len(t, b.read(t, record.PartitionRange{Partition: 0, Start: 0, End: 3}), 3)
 		cl, err := kgo.NewClient(kgo.SeedBrokers(b.bootstrap))
 		require.NoError(t, err)
 		defer cl.Close()

@@ -10,7 +10,8 @@ var (
 	// ErrUnavailable: the cluster could not take the record for reasons of
 	// its own: no broker reachable, a partition without a leader, not
 	// enough in-sync replicas, timeouts. Send it again later; it is not the
-	// record's fault.
+	// record's fault. A probe of the cluster that no broker answers wraps
+	// it too.
 	ErrUnavailable = errors.New("kafka unavailable")
 	// ErrNotAttempted: the record was never judged by the cluster (the
 	// producer was closed, reset after a fatal error or purged its queues,
