@@ -50,7 +50,7 @@ soak: build ## steady state: both binaries at SOAK_RATE for SOAK_MINUTES (30) wi
 
 .PHONY: soak-large
 soak-large: build ## relay and retention sweep on a 20M-row retained outbox (SOAK_LARGE_ROWS); writes soak-large-report.md
-	SOAK_TEST=TestSoakLarge bash scripts/soak.sh
+	SOAK_LARGE=1 bash scripts/soak.sh
 
 .PHONY: run
 run: build ## local PostgreSQL + dev broker + migrations + both binaries + sample traffic

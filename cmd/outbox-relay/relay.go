@@ -112,12 +112,12 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// The producer's property names (KAFKA_PROPERTY_* and
-	// KAFKA_PRODUCER_PROPERTY_*), never their values: they may be secrets.
 	retention := any(cfg.Retention)
 	if cfg.Retention < 0 {
 		retention = "off" // OUTBOX_RETENTION=0
 	}
+	// kafka_properties lists the producer's property names (KAFKA_PROPERTY_*
+	// and KAFKA_PRODUCER_PROPERTY_*), never their values: they may be secrets.
 	log.Info("starting", "batch_size", cfg.BatchSize, "poll_interval", cfg.PollInterval,
 		"lock_timeout", cfg.LockTimeout, "publish_timeout", cfg.PublishTimeout, "max_attempts", cfg.MaxAttempts,
 		"kafka_properties", slices.Sorted(maps.Keys(cfg.ProducerProperties())), "db_timeout", cfg.DBTimeout,

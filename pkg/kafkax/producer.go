@@ -423,9 +423,9 @@ func (pr *Producer) Close(timeout time.Duration) {
 }
 
 // reportMargin is how long ProduceBatch waits for delivery reports beyond
-// message.timeout.ms, which librdkafka enforces only approximately: 5 s,
-// or half the timeout when that is shorter (short timeouts in tests), but
-// at least 100 ms.
+// message.timeout.ms, which librdkafka enforces only approximately:
+// record.ReportMargin, or half the timeout when that is shorter (short
+// timeouts in tests), but at least 100 ms.
 func reportMargin(deliveryTimeout time.Duration) time.Duration {
-	return min(5*time.Second, max(deliveryTimeout/2, 100*time.Millisecond))
+	return min(record.ReportMargin, max(deliveryTimeout/2, 100*time.Millisecond))
 }

@@ -8,19 +8,18 @@ import "github.com/prometheus/client_golang/prometheus"
 // them all from both /metrics.
 const StageMetric = "route_passport_stage_seconds"
 
-// StageBuckets span what one stage can take: from the sub-millisecond hops
-// of an idle pipeline to the seconds of an outage's backlog.
-var StageBuckets = []float64{
-	0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03,
-	0.05, 0.075, 0.1, 0.2, 0.5, 1, 2, 5, 10,
-}
-
 // NewStageHistogram registers the stage histogram on reg.
 func NewStageHistogram(reg prometheus.Registerer) *prometheus.HistogramVec {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    StageMetric,
-		Help:    "Time one passport spends in each stage of its path, from the input record's timestamp to the output's delivery report.",
-		Buckets: StageBuckets,
+		Name: StageMetric,
+		Help: "Time one passport spends in each stage of its path, from the input record's timestamp to the output's delivery report.",
+		// The buckets span what one stage can take: from the
+		// sub-millisecond hops of an idle pipeline to the seconds of an
+		// outage's backlog.
+		Buckets: []float64{
+			0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03,
+			0.05, 0.075, 0.1, 0.2, 0.5, 1, 2, 5, 10,
+		},
 	}, []string{"stage"})
 	reg.MustRegister(h)
 	return h

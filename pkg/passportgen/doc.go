@@ -20,10 +20,12 @@
 // and fractions, an explicit or derived pcp:route_id, null or missing trace
 // and correlation ids, and unknown members that must be ignored.
 //
-// [Hostile] returns values that must be dead-lettered or, at worst, accepted:
-// byte-level mutations and truncations of valid values, deeply nested arrays
-// and objects, oversized values, wrong-typed fields, duplicate members,
-// invalid UTF-8, a byte-order mark and empty or null (tombstone) values. A
-// random mutation can leave a value valid; callers that need the exact split
-// classify the values with passport.Parse, as the service does.
+// [HostileCase] returns values that must be dead-lettered or, at worst,
+// accepted: byte-level mutations and truncations of valid values, deeply
+// nested arrays and objects, oversized values, wrong-typed fields, duplicate
+// members, invalid UTF-8, a byte-order mark and empty or null (tombstone)
+// values. It also names the kind of damage done, one of the Kind constants
+// such as [KindMutated]. A random mutation can leave a value valid; callers
+// that need the exact split classify the values with passport.Parse, as the
+// service does.
 package passportgen

@@ -20,15 +20,10 @@ const (
 	KindNotPassport = "not-passport" // valid JSON of another shape
 )
 
-// Hostile returns a random hostile record value; nil stands for a
-// tombstone (a record without a value). Most are contract errors; a random
-// mutation occasionally leaves a value valid.
-func Hostile(rng *rand.Rand) []byte {
-	_, v := HostileCase(rng)
-	return v
-}
-
-// HostileCase is Hostile that also names the kind of damage done.
+// HostileCase returns a random hostile record value and the kind of damage
+// done to it (one of the Kind constants); a nil value stands for a tombstone
+// (a record without a value). Most are contract errors; a random mutation
+// occasionally leaves a value valid.
 func HostileCase(rng *rand.Rand) (kind string, value []byte) {
 	switch p := rng.Float64(); {
 	case p < 0.18:

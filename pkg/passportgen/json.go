@@ -9,10 +9,10 @@ import (
 // rather than through encoding/json: member order stays that of a real
 // producer (envelope first, then data), numbers keep the literal form chosen
 // for them (12, 12.0 or 1.2e1 are all the integer 12 to the contract), and
-// Hostile can edit the tree before it is encoded.
+// HostileCase can edit the tree before it is encoded.
 
 // obj is a JSON object with members in insertion order. Duplicate names are
-// kept, which is how Hostile writes them.
+// kept, which is how HostileCase writes them.
 type obj []member
 
 type member struct {
@@ -125,7 +125,7 @@ func appendFloat(b []byte, f float64) []byte {
 const hexDigits = "0123456789abcdef"
 
 // appendString writes s as a JSON string, escaping only what JSON requires.
-// Invalid UTF-8 is written through unchanged, which Hostile relies on.
+// Invalid UTF-8 is written through unchanged, which HostileCase relies on.
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	for i := 0; i < len(s); {

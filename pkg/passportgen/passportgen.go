@@ -58,9 +58,6 @@ func Valid(rng *rand.Rand) Record {
 	return rec
 }
 
-// ValidValue is Valid(rng).Value, for callers that need only the bytes.
-func ValidValue(rng *rand.Rand) []byte { return Valid(rng).Value }
-
 // NameUUIDFromBytes is Java's UUID.nameUUIDFromBytes: the MD5 of name with
 // the version set to 3 and the IETF variant, in lower-case canonical form.
 // The service derives a routeId with it when pcp:route_id is absent.

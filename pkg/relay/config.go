@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 // Config configures a Relay. Zero values take the defaults of contract §5;
@@ -144,10 +146,11 @@ const (
 const ProducerLinger = 0 * time.Millisecond
 
 // Lease budget: a batch's publish may last PublishTimeout plus the
-// producer's delivery-report margin (kafkax waits message.timeout.ms + at
-// most 5s), and its marks need time to land before the lease ends.
+// producer's delivery-report margin (it waits message.timeout.ms + at most
+// record.ReportMargin), and its marks need time to land before the lease
+// ends.
 const (
-	reportMargin = 5 * time.Second
+	reportMargin = record.ReportMargin
 	markMargin   = 5 * time.Second
 	// LeaseMargin is what a lease should leave beyond PublishTimeout.
 	LeaseMargin = reportMargin + markMargin

@@ -137,7 +137,7 @@ func (c *PostgresCluster) URL(dbname string) string {
 	return u.String()
 }
 
-// CreateDatabase creates database name (migrated with store.Migrate when
+// CreateDatabase creates database name (migrated with store.MigrateURL when
 // migrated is true) and returns its URL. The database lives as long as the
 // cluster.
 func (c *PostgresCluster) CreateDatabase(t testing.TB, name string, migrated bool) string {

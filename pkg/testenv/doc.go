@@ -37,7 +37,7 @@
 //
 // # Databases
 //
-// A template database is created and migrated with store.Migrate once per
+// A template database is created and migrated with store.MigrateURL once per
 // binary. [DatabaseURL] and [Pool] hand every test a new database cloned from
 // it (CREATE DATABASE ... TEMPLATE, a file copy: tens of milliseconds, far
 // cheaper than migrating) and drop it WITH (FORCE) at the test's cleanup.

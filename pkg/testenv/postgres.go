@@ -30,7 +30,6 @@ type pgServer struct {
 	adminURL string
 	admin    *pgxpool.Pool
 	template string
-	cluster  *PostgresCluster // when source is "local"
 }
 
 var sharedPG struct {
@@ -58,14 +57,14 @@ func sharedServer(t testing.TB) *pgServer {
 
 func startServer() (*pgServer, error) {
 	if u := os.Getenv(EnvDatabaseURL); u != "" {
-		return newPGServer(EnvDatabaseURL, u, nil)
+		return newPGServer(EnvDatabaseURL, u)
 	}
 	if pool := dockerPool(); pool != nil {
 		u, err := dockerPostgres(pool)
 		if err != nil {
 			return nil, fmt.Errorf("postgres in docker: %w", err)
 		}
-		return newPGServer("docker", u, nil)
+		return newPGServer("docker", u)
 	}
 	bins, err := findPGBinaries()
 	if err != nil {
@@ -76,10 +75,10 @@ func startServer() (*pgServer, error) {
 		return nil, fmt.Errorf("start local PostgreSQL: %w", err)
 	}
 	atTeardown(c.destroy)
-	return newPGServer("local", c.URL("postgres"), c)
+	return newPGServer("local", c.URL("postgres"))
 }
 
-func newPGServer(source, adminURL string, c *PostgresCluster) (*pgServer, error) {
+func newPGServer(source, adminURL string) (*pgServer, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg, err := pgxpool.ParseConfig(adminURL)
@@ -95,7 +94,7 @@ func newPGServer(source, adminURL string, c *PostgresCluster) (*pgServer, error)
 		admin.Close()
 		return nil, fmt.Errorf("connect to %s: %w", source, err)
 	}
-	s := &pgServer{source: source, adminURL: adminURL, admin: admin, cluster: c}
+	s := &pgServer{source: source, adminURL: adminURL, admin: admin}
 	atTeardown(admin.Close)
 
 	// The template is migrated once per binary; every test database is a
@@ -187,7 +186,7 @@ func withQueryExecMode(connURL string) (string, error) {
 
 // DatabaseURL returns a connection URL to a brand-new database of t's own,
 // cloned (CREATE DATABASE ... TEMPLATE) from a template database migrated
-// once per binary with store.Migrate. It is dropped at t's cleanup (WITH
+// once per binary with store.MigrateURL. It is dropped at t's cleanup (WITH
 // (FORCE)). Tests may commit freely: nobody else sees the database.
 func DatabaseURL(t testing.TB) string {
 	t.Helper()
@@ -203,13 +202,6 @@ func EmptyDatabaseURL(t testing.TB) string {
 	return sharedServer(t).createDB(t, "template0")
 }
 
-// AdminURL returns a URL to the shared server's maintenance database. Tests
-// must not leave anything behind in it; prefer [EmptyDatabaseURL].
-func AdminURL(t testing.TB) string {
-	t.Helper()
-	return sharedServer(t).adminURL
-}
-
 // Pool returns a pool (store.Open) on DatabaseURL(t), closed at t's cleanup
 // before the database is dropped.
 func Pool(t testing.TB) *pgxpool.Pool {
@@ -223,14 +215,6 @@ func Pool(t testing.TB) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
-}
-
-// SharedPostgresCluster returns the local cluster that serves the shared
-// databases, or nil when they come from TEST_DATABASE_URL or Docker. Do not
-// stop it: other tests use it; use [NewPostgresCluster] for that.
-func SharedPostgresCluster(t testing.TB) *PostgresCluster {
-	t.Helper()
-	return sharedServer(t).cluster
 }
 
 // newDBName returns a unique database name that still says which test made

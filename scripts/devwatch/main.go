@@ -40,18 +40,9 @@ import (
 	"github.com/pcp/route-processing/pkg/record"
 )
 
-// Topic defaults follow contract §5; the same environment variables
-// override them, so the watcher follows a service configured differently.
-var (
-	topicInput   = envOr("TOPIC_INPUT", "pcp.request.survey-georeference.v1")
-	topicDLQ     = envOr("TOPIC_INPUT_DLQ", "pcp.request.survey-georeference-dlq.v1")
-	topicRouteIn = envOr("TOPIC_PROCESSED_ROUTE", "pcp.route.in.v1")
-	topicGeoRef  = envOr("TOPIC_ROUTE_GEOREFERENCE", "pcp.route.georeference.v1")
-)
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "devwatch:", err)
@@ -63,15 +54,15 @@ const usage = `usage:
   devwatch produce -brokers HOST:PORT [-topic T] [-key K] FILE...
   devwatch watch   -brokers HOST:PORT [-group-less] [-since-ms MS] [-color auto|always|never]`
 
-func run(ctx context.Context, args []string, stdout io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return errors.New(usage)
 	}
 	switch args[0] {
 	case "produce":
-		return runProduce(ctx, args[1:], stdout)
+		return runProduce(ctx, args[1:], getenv, stdout)
 	case "watch":
-		return runWatch(ctx, args[1:], stdout)
+		return runWatch(ctx, args[1:], getenv, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil
@@ -79,11 +70,24 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	return fmt.Errorf("unknown subcommand %q\n%s", args[0], usage)
 }
 
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
+// topics are the service's topics. The defaults follow contract §5; the
+// service's environment variables override them, so the watcher follows a
+// service configured differently.
+type topics struct{ input, dlq, processedRoute, routeGeoref string }
+
+func loadTopics(getenv func(string) string) topics {
+	or := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
 	}
-	return def
+	return topics{
+		input:          or("TOPIC_INPUT", "pcp.request.survey-georeference.v1"),
+		dlq:            or("TOPIC_INPUT_DLQ", "pcp.request.survey-georeference-dlq.v1"),
+		processedRoute: or("TOPIC_PROCESSED_ROUTE", "pcp.route.in.v1"),
+		routeGeoref:    or("TOPIC_ROUTE_GEOREFERENCE", "pcp.route.georeference.v1"),
+	}
 }
 
 func splitBrokers(s string) []string {
@@ -96,10 +100,10 @@ func splitBrokers(s string) []string {
 	return out
 }
 
-func runProduce(ctx context.Context, args []string, stdout io.Writer) error {
+func runProduce(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("produce", flag.ContinueOnError)
-	brokers := fs.String("brokers", os.Getenv("KAFKA_BOOTSTRAP_SERVERS"), "broker list")
-	topic := fs.String("topic", topicInput, "topic to produce to")
+	brokers := fs.String("brokers", getenv("KAFKA_BOOTSTRAP_SERVERS"), "broker list")
+	topic := fs.String("topic", loadTopics(getenv).input, "topic to produce to")
 	key := fs.String("key", "", "record key for every file (default: each file's base name)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -157,9 +161,9 @@ func newTraceparent() string {
 	return "00-" + hex.EncodeToString(b[:16]) + "-" + hex.EncodeToString(b[16:]) + "-01"
 }
 
-func runWatch(ctx context.Context, args []string, stdout io.Writer) error {
+func runWatch(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
-	brokers := fs.String("brokers", os.Getenv("KAFKA_BOOTSTRAP_SERVERS"), "broker list")
+	brokers := fs.String("brokers", getenv("KAFKA_BOOTSTRAP_SERVERS"), "broker list")
 	_ = fs.Bool("group-less", true, "read without a consumer group (the only mode; accepted for clarity)")
 	sinceMS := fs.Int64("since-ms", 0, "start at the first record at or after this epoch millisecond (default: from the beginning)")
 	color := fs.String("color", "auto", "auto, always or never (auto: when stdout is a terminal and NO_COLOR is unset)")
@@ -169,9 +173,10 @@ func runWatch(ctx context.Context, args []string, stdout io.Writer) error {
 	if *brokers == "" {
 		return errors.New("watch: -brokers is required")
 	}
-	p := printer{w: stdout, color: useColor(*color, stdout)}
-	for _, t := range []string{topicRouteIn, topicGeoRef, topicDLQ} {
-		p.topicWidth = max(p.topicWidth, len(t))
+	topic := loadTopics(getenv)
+	p := printer{w: stdout, color: useColor(*color, getenv, stdout)}
+	for _, name := range []string{topic.processedRoute, topic.routeGeoref, topic.dlq} {
+		p.topicWidth = max(p.topicWidth, len(name))
 	}
 	start := kgo.NewOffset().AtStart()
 	if *sinceMS > 0 {
@@ -180,7 +185,7 @@ func runWatch(ctx context.Context, args []string, stdout io.Writer) error {
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(splitBrokers(*brokers)...),
 		kgo.ClientID("devwatch-watch"),
-		kgo.ConsumeTopics(topicRouteIn, topicGeoRef, topicDLQ),
+		kgo.ConsumeTopics(topic.processedRoute, topic.routeGeoref, topic.dlq),
 		kgo.ConsumeResetOffset(start),
 		kgo.FetchMaxWait(500*time.Millisecond),
 		// Topics of an external cluster may appear after the watcher starts.
@@ -190,7 +195,7 @@ func runWatch(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("watch: %w", err)
 	}
 	defer cl.Close()
-	p.banner(fmt.Sprintf("watching %s, %s and %s (no consumer group)", topicRouteIn, topicGeoRef, topicDLQ))
+	p.banner(fmt.Sprintf("watching %s, %s and %s (no consumer group)", topic.processedRoute, topic.routeGeoref, topic.dlq))
 	for {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -200,7 +205,7 @@ func runWatch(ctx context.Context, args []string, stdout io.Writer) error {
 			p.warn(fmt.Sprintf("fetch %s p%d: %v", t, part, err))
 		})
 		fetches.EachRecord(func(r *kgo.Record) {
-			if r.Topic == topicDLQ {
+			if r.Topic == topic.dlq {
 				p.dlq(r)
 			} else {
 				p.output(r)
@@ -211,14 +216,14 @@ func runWatch(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func useColor(mode string, w io.Writer) bool {
+func useColor(mode string, getenv func(string) string, w io.Writer) bool {
 	switch mode {
 	case "always":
 		return true
 	case "never":
 		return false
 	}
-	if os.Getenv("NO_COLOR") != "" {
+	if getenv("NO_COLOR") != "" {
 		return false
 	}
 	f, ok := w.(*os.File)

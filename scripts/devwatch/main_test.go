@@ -54,12 +54,12 @@ func TestPrinterNeverPrintsPayload(t *testing.T) {
 	part := binary.BigEndian.AppendUint32(nil, 2)
 	off := binary.BigEndian.AppendUint64(nil, 7)
 	p.output(&kgo.Record{
-		Topic: topicRouteIn, Key: []byte("7b0b3c1e9f"),
+		Topic: "pcp.route.in.v1", Key: []byte("7b0b3c1e9f"),
 		Value:   []byte(`{"type":"ModeStatusChangedEvent","data":{"routeId":"2f1d5b1e-6c1a-4a53-9c43-1f0b5a7e9d10","routeNameShort":"R0412","kaFull":"SECRET-PAYLOAD","geometry":"POLYGON((30 10,40 40,20 40,10 20,30 10))"}}`),
 		Headers: []kgo.RecordHeader{{Key: "type", Value: []byte("ModeStatusChangedEvent")}, {Key: "traceparent", Value: []byte("00-x-y-01")}},
 	})
 	p.dlq(&kgo.Record{
-		Topic: topicDLQ, Key: []byte("invalid-interval.json"), Value: []byte(`{"SECRET-PAYLOAD":1}`),
+		Topic: "pcp.request.survey-georeference-dlq.v1", Key: []byte("invalid-interval.json"), Value: []byte(`{"SECRET-PAYLOAD":1}`),
 		Headers: []kgo.RecordHeader{
 			{Key: dlq.HeaderOriginalPartition, Value: part},
 			{Key: dlq.HeaderOriginalOffset, Value: off},
@@ -68,7 +68,7 @@ func TestPrinterNeverPrintsPayload(t *testing.T) {
 			{Key: dlq.HeaderErrorField, Value: []byte("data.properties.end_datetime")},
 		},
 	})
-	p.dlq(&kgo.Record{Topic: topicDLQ, Value: []byte("SECRET-PAYLOAD"), Headers: []kgo.RecordHeader{{Key: dlq.HeaderErrorCategory, Value: []byte("CONTRACT")}}})
+	p.dlq(&kgo.Record{Topic: "pcp.request.survey-georeference-dlq.v1", Value: []byte("SECRET-PAYLOAD"), Headers: []kgo.RecordHeader{{Key: dlq.HeaderErrorCategory, Value: []byte("CONTRACT")}}})
 	out := buf.String()
 	for _, want := range []string{
 		"OUT", "key=7b0b3c1e9f", "routeId=2f1d5b1e-6c1a-4a53-9c43-1f0b5a7e9d10", "POLYGON", "ModeStatusChangedEvent", "traceparent",
@@ -87,5 +87,22 @@ func TestPrinterNeverPrintsPayload(t *testing.T) {
 	}
 	if p.outputs != 1 || p.dlqs != 2 {
 		t.Errorf("counts = %d outputs, %d dlqs; want 1, 2", p.outputs, p.dlqs)
+	}
+}
+
+// The watcher follows the service's TOPIC_* variables and falls back to the
+// contract's names.
+func TestLoadTopics(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"TOPIC_INPUT_DLQ": "my.dlq"}
+	got := loadTopics(func(k string) string { return env[k] })
+	want := topics{
+		input:          "pcp.request.survey-georeference.v1",
+		dlq:            "my.dlq",
+		processedRoute: "pcp.route.in.v1",
+		routeGeoref:    "pcp.route.georeference.v1",
+	}
+	if got != want {
+		t.Errorf("loadTopics = %+v, want %+v", got, want)
 	}
 }
