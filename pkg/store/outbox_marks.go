@@ -1,0 +1,146 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pcp/route-processing/pkg/outbox"
+)
+
+// The statements that end a lease: a row published, an attempt counted
+// (FAILED after the last), or the lease given back. Each finds its rows by
+// id and token (see Outbox) and runs through leaseTx.
+
+// leaseArrays turns leases into the arrays the statements unnest.
+func leaseArrays(ls []outbox.Lease) (ids, tokens []pgtype.UUID) {
+	ids = make([]pgtype.UUID, len(ls))
+	tokens = make([]pgtype.UUID, len(ls))
+	for i, l := range ls {
+		ids[i], tokens[i] = uuidParam(l.ID), uuidParam(l.Token)
+	}
+	return ids, tokens
+}
+
+// retryArrays is leaseArrays for retries, with their errors and delays.
+func retryArrays(rs []outbox.Retry) (ids, tokens []pgtype.UUID, errs []string, delaysUS []int64) {
+	ids, tokens = make([]pgtype.UUID, len(rs)), make([]pgtype.UUID, len(rs))
+	errs, delaysUS = make([]string, len(rs)), make([]int64, len(rs))
+	for i, r := range rs {
+		ids[i], tokens[i], errs[i], delaysUS[i] = uuidParam(r.ID), uuidParam(r.Token), r.Error, r.Delay.Microseconds()
+	}
+	return ids, tokens, errs, delaysUS
+}
+
+// firstID names the first row of a batch in an error: enough to find the
+// batch in the table, without a log line carrying hundreds of ids.
+func firstID(id uuid.UUID) string { return "first " + id.String() }
+
+const markPublishedSQL = `
+update route_passport_outbox o
+set status = 'PUBLISHED', published_at = now(), updated_at = now(),
+    locked_until = null, lock_token = null
+from unnest($1::uuid[], $2::uuid[]) as l(id, token)
+where o.id = l.id and o.lock_token = l.token`
+
+// MarkPublished marks the leased rows PUBLISHED in one statement and returns
+// how many it changed; rows whose lease was taken over are left alone.
+func (o *Outbox) MarkPublished(ctx context.Context, leases []outbox.Lease) (int64, error) {
+	if len(leases) == 0 {
+		return 0, nil
+	}
+	ids, tokens := leaseArrays(leases)
+	tag, err := o.exec(ctx, markPublishedSQL, o.leaseMode, ids, tokens)
+	if err != nil {
+		return 0, fmt.Errorf("mark %d outbox rows published (%s): %w", len(leases), firstID(leases[0].ID), err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+const retrySQL = `
+update route_passport_outbox o
+set attempts = o.attempts + 1,
+    max_attempts = $5,
+    last_error = r.err,
+    status = case when o.attempts + 1 >= $5 then 'FAILED' else 'PENDING' end,
+    next_attempt_at = case when o.attempts + 1 >= $5 then o.next_attempt_at
+                           else now() + r.delay_us * interval '1 microsecond' end,
+    locked_until = null, lock_token = null, updated_at = now()
+from unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[]) as r(id, token, err, delay_us)
+where o.id = r.id and o.lock_token = r.token
+returning o.id, o.status, o.attempts, o.next_attempt_at`
+
+// Retry records failed publishes in one statement: attempts + 1, last_error,
+// max_attempts = maxAttempts (the relay's setting is authoritative), and
+// either FAILED or PENDING again after the delay. The lease is released.
+func (o *Outbox) Retry(ctx context.Context, retries []outbox.Retry, maxAttempts int) ([]outbox.RetryResult, error) {
+	if len(retries) == 0 {
+		return nil, nil
+	}
+	ids, tokens, errs, delays := retryArrays(retries)
+	var res []outbox.RetryResult
+	err := o.leaseTx(ctx, func(q querier) error {
+		rows, err := q.Query(ctx, retrySQL, o.leaseMode, ids, tokens, errs, delays, maxAttempts)
+		if err != nil {
+			return err
+		}
+		res, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (outbox.RetryResult, error) {
+			var r outbox.RetryResult
+			err := row.Scan(&r.ID, &r.Status, &r.Attempts, &r.NextAttemptAt)
+			return r, err
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reschedule %d outbox rows (%s): %w", len(retries), firstID(retries[0].ID), err)
+	}
+	return res, nil
+}
+
+const releaseSQL = `
+update route_passport_outbox o
+set locked_until = null, lock_token = null
+from unnest($1::uuid[], $2::uuid[]) as l(id, token)
+where o.id = l.id and o.lock_token = l.token`
+
+// Release gives leases back without counting an attempt (Kafka unreachable,
+// shutdown), so the rows are due again at once for any relay.
+func (o *Outbox) Release(ctx context.Context, leases []outbox.Lease) (int64, error) {
+	if len(leases) == 0 {
+		return 0, nil
+	}
+	ids, tokens := leaseArrays(leases)
+	tag, err := o.exec(ctx, releaseSQL, o.leaseMode, ids, tokens)
+	if err != nil {
+		return 0, fmt.Errorf("release %d outbox leases (%s): %w", len(leases), firstID(leases[0].ID), err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+const postponeSQL = `
+update route_passport_outbox o
+set last_error = r.err,
+    next_attempt_at = now() + r.delay_us * interval '1 microsecond',
+    locked_until = null, lock_token = null, updated_at = now()
+from unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[]) as r(id, token, err, delay_us)
+where o.id = r.id and o.lock_token = r.token`
+
+// Postpone gives leases back without counting an attempt, like Release, but
+// records the error in last_error and makes each row due only after its
+// Delay: for failures that are the cluster's fault while the cluster still
+// answers (a partition without a leader, not enough in-sync replicas). It
+// returns how many rows it changed.
+func (o *Outbox) Postpone(ctx context.Context, retries []outbox.Retry) (int64, error) {
+	if len(retries) == 0 {
+		return 0, nil
+	}
+	ids, tokens, errs, delays := retryArrays(retries)
+	tag, err := o.exec(ctx, postponeSQL, o.leaseMode, ids, tokens, errs, delays)
+	if err != nil {
+		return 0, fmt.Errorf("postpone %d outbox rows (%s): %w", len(retries), firstID(retries[0].ID), err)
+	}
+	return tag.RowsAffected(), nil
+}
