@@ -32,7 +32,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	}
 	// Every step of the stop draws on what is left of the contract's 30 s.
 	stopClock := shutdown.Start(ctx)
-	base := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	base := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel, cfg.LogForceColor)
 	logger := base.With("component", "ingest")
 	reg := obs.NewRegistry()
 	ready := obs.NewReadiness(reg, "route_passport_ingest")

@@ -38,7 +38,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		// An unexpected argument stops before the database is touched:
 		// `migrate --help` must not apply migrations.
 		if len(args) > 1 {
-			if isHelp(args[1]) {
+			if config.IsHelp(args[1]) {
 				fmt.Fprintln(stdout, "usage: ingestor migrate (applies the database migrations of DATABASE_URL and exits)")
 				return nil
 			}
@@ -48,17 +48,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	case "dlq-replay":
 		return runDLQReplay(ctx, args[1:], environ, stdout, stderr)
 	}
-	if isHelp(args[0]) {
+	if config.IsHelp(args[0]) {
 		fmt.Fprintln(stdout, "usage: ingestor [migrate | dlq-replay [flags]]")
 		return nil
 	}
 	return &config.UsageError{Msg: fmt.Sprintf("unknown subcommand %q (want none, migrate or dlq-replay)", args[0])}
-}
-
-func isHelp(arg string) bool {
-	switch arg {
-	case "help", "-h", "-help", "--help":
-		return true
-	}
-	return false
 }

@@ -16,7 +16,7 @@ func runMigrate(ctx context.Context, environ []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	logger := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel, cfg.LogForceColor)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	start := time.Now()

@@ -47,7 +47,7 @@ func runDLQReplay(ctx context.Context, args, environ []string, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	logger := obs.NewLogger(stderr, cc.LogFormat, cc.LogLevel)
+	logger := obs.NewLogger(stderr, cc.LogFormat, cc.LogLevel, cc.LogForceColor)
 
 	rcfg := dlqreplay.Config{
 		DLQTopic:     cc.TopicInputDLQ,

@@ -53,7 +53,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	switch args[0] {
 	case "stats", "requeue", "pause", "resume":
 		return runOps(ctx, args[0], args[1:], environ, stdout, stderr)
-	case "help", "-h", "-help", "--help":
+	}
+	if config.IsHelp(args[0]) {
 		fmt.Fprint(stdout, usage)
 		return nil
 	}

@@ -42,7 +42,7 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	}
 	// Every step of the stop draws on what is left of the contract's 30 s.
 	stopClock := shutdown.Start(ctx)
-	logger := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	logger := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel, cfg.LogForceColor)
 	log := logger.With("component", "relay")
 	reg := obs.NewRegistry()
 	ready := obs.NewReadiness(reg, "route_passport_outbox_relay")

@@ -81,6 +81,9 @@ type Common struct {
 	// LogFormat is "json" (default) or "text" (colour, for terminals).
 	LogFormat string
 	LogLevel  slog.Level
+	// LogForceColor (FORCE_COLOR set) colours text logs that do not go to
+	// a terminal: make run's binaries write to a pipe that ends on one.
+	LogForceColor bool
 
 	// MessageKey chooses the output record key: "traceId" (falling back to
 	// routeId when the trace id is missing or empty) or "routeId"
@@ -89,10 +92,28 @@ type Common struct {
 	MessageKey string
 }
 
+// The topics of contract §5 when their variables are unset. The dev tools
+// (scripts/devrun, scripts/devwatch) follow the same defaults.
+const (
+	DefaultTopicInput             = "pcp.request.survey-georeference.v1"
+	DefaultTopicInputDLQ          = "pcp.request.survey-georeference-dlq.v1"
+	DefaultTopicProcessedRoute    = "pcp.route.in.v1"
+	DefaultTopicRouteGeoreference = "pcp.route.georeference.v1"
+)
+
 // UsageError is a wrong command line (unknown subcommand or flag).
 type UsageError struct{ Msg string }
 
 func (e *UsageError) Error() string { return "usage: " + e.Msg }
+
+// IsHelp reports whether a command-line argument asks for the usage text.
+func IsHelp(arg string) bool {
+	switch arg {
+	case "help", "-h", "-help", "--help":
+		return true
+	}
+	return false
+}
 
 // ExitCode maps the error a main's run returned to the process status:
 // 0 success, 2 bad configuration or usage (fix the deployment, retrying will
@@ -124,15 +145,18 @@ type Migrate struct {
 	DatabaseURL string
 	LogFormat   string
 	LogLevel    slog.Level
+	// LogForceColor: as in Common.
+	LogForceColor bool
 }
 
 // LoadMigrate reads the configuration of the database-only commands.
 func LoadMigrate(environ []string) (Migrate, error) {
 	r := newReader(environ)
 	c := Migrate{
-		DatabaseURL: r.required("DATABASE_URL"),
-		LogFormat:   r.oneOf("LOG_FORMAT", "json", "json", "text"),
-		LogLevel:    r.level("LOG_LEVEL"),
+		DatabaseURL:   r.required("DATABASE_URL"),
+		LogFormat:     r.oneOf("LOG_FORMAT", "json", "json", "text"),
+		LogLevel:      r.level("LOG_LEVEL"),
+		LogForceColor: r.str("FORCE_COLOR", "") != "",
 	}
 	return c, r.err
 }

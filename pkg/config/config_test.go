@@ -37,6 +37,13 @@ func TestDefaults(t *testing.T) {
 		require.NoError(t, err, "LOG_LEVEL=%s", in)
 		require.Equal(t, want, c.LogLevel, "LOG_LEVEL=%s", in)
 	}
+	require.False(t, ing.LogForceColor)
+	forced, err := LoadIngestor(env("FORCE_COLOR=1"))
+	require.NoError(t, err)
+	require.True(t, forced.LogForceColor, "FORCE_COLOR colours text logs into a pipe (make run)")
+	mig, err := LoadMigrate([]string{"DATABASE_URL=postgres://u@localhost/db", "FORCE_COLOR=1"})
+	require.NoError(t, err)
+	require.True(t, mig.LogForceColor)
 	require.Equal(t, "traceId", ing.MessageKey)
 	require.Equal(t, 500, ing.Ingest.BatchSize)
 	require.Equal(t, time.Duration(0), ing.Ingest.BatchMaxWait, "natural batching")

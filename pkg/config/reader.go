@@ -43,13 +43,14 @@ func (r *reader) common() Common {
 		KafkaProperties:         r.kafkaProperties(KafkaPropertyPrefix),
 		KafkaConsumerProperties: r.kafkaProperties(KafkaConsumerPropertyPrefix),
 		KafkaProducerProperties: r.kafkaProperties(KafkaProducerPropertyPrefix),
-		TopicInput:              r.topic("TOPIC_INPUT", "pcp.request.survey-georeference.v1"),
-		TopicInputDLQ:           r.topic("TOPIC_INPUT_DLQ", "pcp.request.survey-georeference-dlq.v1"),
-		TopicProcessedRoute:     r.topic("TOPIC_PROCESSED_ROUTE", "pcp.route.in.v1"),
-		TopicRouteGeoreference:  r.topic("TOPIC_ROUTE_GEOREFERENCE", "pcp.route.georeference.v1"),
+		TopicInput:              r.topic("TOPIC_INPUT", DefaultTopicInput),
+		TopicInputDLQ:           r.topic("TOPIC_INPUT_DLQ", DefaultTopicInputDLQ),
+		TopicProcessedRoute:     r.topic("TOPIC_PROCESSED_ROUTE", DefaultTopicProcessedRoute),
+		TopicRouteGeoreference:  r.topic("TOPIC_ROUTE_GEOREFERENCE", DefaultTopicRouteGeoreference),
 		HTTPAddr:                r.listenAddr("HTTP_ADDR", ":8080"),
 		LogFormat:               r.oneOf("LOG_FORMAT", "json", "json", "text"),
 		LogLevel:                r.level("LOG_LEVEL"),
+		LogForceColor:           r.str("FORCE_COLOR", "") != "",
 		MessageKey:              r.oneOf("OUTBOX_MESSAGE_KEY", passport.KeyTraceID, passport.KeyTraceID, passport.KeyRouteID),
 	}
 	r.bootstrapServers("KAFKA_BOOTSTRAP_SERVERS", c.KafkaBootstrapServers)

@@ -22,20 +22,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// NewLogger returns a JSON logger, or a colour text logger when format is
-// "text". In JSON a duration is written as Go's duration string ("1.5s"), as
-// the text handler writes it: slog's JSON handler would write nanoseconds as a
-// bare integer, which a reader of the log takes for milliseconds or seconds.
-func NewLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+// NewLogger returns a JSON logger, or a text logger when format is "text",
+// in colour when w is a terminal or forceColor is set. In JSON a duration is
+// written as Go's duration string ("1.5s"), as the text handler writes it:
+// slog's JSON handler would write nanoseconds as a bare integer, which a
+// reader of the log takes for milliseconds or seconds.
+func NewLogger(w io.Writer, format string, level slog.Level, forceColor bool) *slog.Logger {
 	if format == "text" {
-		noColor := true
+		noColor := !forceColor
 		if f, ok := w.(*os.File); ok {
 			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 				noColor = false
 			}
-		}
-		if os.Getenv("FORCE_COLOR") != "" {
-			noColor = false
 		}
 		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly, NoColor: noColor}))
 	}

@@ -51,7 +51,7 @@ func TestEndpoints(t *testing.T) {
 func TestJSONLogger(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	NewLogger(&buf, "json", slog.LevelInfo).Info("hello", "k", 1,
+	NewLogger(&buf, "json", slog.LevelInfo, false).Info("hello", "k", 1,
 		"took", 1500*time.Millisecond, slog.Group("g", "outage", 2*time.Minute))
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(buf.Bytes(), &m))
@@ -61,8 +61,13 @@ func TestJSONLogger(t *testing.T) {
 	require.Equal(t, map[string]any{"outage": "2m0s"}, m["g"])
 
 	buf.Reset()
-	NewLogger(&buf, "text", slog.LevelWarn).Info("hidden")
+	NewLogger(&buf, "text", slog.LevelWarn, false).Info("hidden")
 	require.Empty(t, buf.String())
-	NewLogger(&buf, "text", slog.LevelInfo).Info("shown", "k", 1)
+	NewLogger(&buf, "text", slog.LevelInfo, false).Info("shown", "k", 1)
 	require.True(t, strings.Contains(buf.String(), "shown"))
+	require.NotContains(t, buf.String(), "\x1b[", "no colour into a buffer")
+
+	buf.Reset()
+	NewLogger(&buf, "text", slog.LevelInfo, true).Info("shown", "k", 1)
+	require.Contains(t, buf.String(), "\x1b[", "colour when forced (FORCE_COLOR)")
 }

@@ -75,7 +75,7 @@ func testLogger(t testing.TB, level slog.Level) *slog.Logger {
 func testLoggerTo(t testing.TB, level slog.Level, also io.Writer) *slog.Logger {
 	w := &testLogWriter{t: t}
 	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
-	return obs.NewLogger(io.MultiWriter(w, also), "text", level)
+	return obs.NewLogger(io.MultiWriter(w, also), "text", level, false)
 }
 
 // runningRelay is a relay started by start, with its own registry,

@@ -41,6 +41,7 @@ import (
 	"syscall"
 	"time"
 
+	svcconfig "github.com/pcp/route-processing/pkg/config"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
 
@@ -157,10 +158,10 @@ func parseConfig(args []string) (config, error) {
 		runFor:       time.Duration(secs) * time.Second,
 		readyTimeout: time.Duration(ready) * time.Second,
 		topics: topics{
-			input:          envOr("TOPIC_INPUT", "pcp.request.survey-georeference.v1"),
-			dlq:            envOr("TOPIC_INPUT_DLQ", "pcp.request.survey-georeference-dlq.v1"),
-			processedRoute: envOr("TOPIC_PROCESSED_ROUTE", "pcp.route.in.v1"),
-			routeGeoref:    envOr("TOPIC_ROUTE_GEOREFERENCE", "pcp.route.georeference.v1"),
+			input:          envOr("TOPIC_INPUT", svcconfig.DefaultTopicInput),
+			dlq:            envOr("TOPIC_INPUT_DLQ", svcconfig.DefaultTopicInputDLQ),
+			processedRoute: envOr("TOPIC_PROCESSED_ROUTE", svcconfig.DefaultTopicProcessedRoute),
+			routeGeoref:    envOr("TOPIC_ROUTE_GEOREFERENCE", svcconfig.DefaultTopicRouteGeoreference),
 		},
 		databaseURL: os.Getenv("DATABASE_URL"),
 		bootstrap:   os.Getenv("KAFKA_BOOTSTRAP_SERVERS"),

@@ -36,6 +36,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pcp/route-processing/pkg/config"
 	"github.com/pcp/route-processing/pkg/dlq"
 	"github.com/pcp/route-processing/pkg/record"
 )
@@ -63,7 +64,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return runProduce(ctx, args[1:], getenv, stdout)
 	case "watch":
 		return runWatch(ctx, args[1:], getenv, stdout)
-	case "help", "-h", "--help":
+	}
+	if config.IsHelp(args[0]) {
 		fmt.Fprintln(stdout, usage)
 		return nil
 	}
@@ -83,10 +85,10 @@ func loadTopics(getenv func(string) string) topics {
 		return def
 	}
 	return topics{
-		input:          or("TOPIC_INPUT", "pcp.request.survey-georeference.v1"),
-		dlq:            or("TOPIC_INPUT_DLQ", "pcp.request.survey-georeference-dlq.v1"),
-		processedRoute: or("TOPIC_PROCESSED_ROUTE", "pcp.route.in.v1"),
-		routeGeoref:    or("TOPIC_ROUTE_GEOREFERENCE", "pcp.route.georeference.v1"),
+		input:          or("TOPIC_INPUT", config.DefaultTopicInput),
+		dlq:            or("TOPIC_INPUT_DLQ", config.DefaultTopicInputDLQ),
+		processedRoute: or("TOPIC_PROCESSED_ROUTE", config.DefaultTopicProcessedRoute),
+		routeGeoref:    or("TOPIC_ROUTE_GEOREFERENCE", config.DefaultTopicRouteGeoreference),
 	}
 }
 
