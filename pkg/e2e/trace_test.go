@@ -42,7 +42,7 @@ func TestTraceFollowsAPassportThroughBothBinaries(t *testing.T) {
 		testenv.Consume(t, s.bootstrap, s.topics.GeoRef, 1, time.Minute)...)
 
 	var spans map[string]testenv.Span
-	services := map[string]bool{}
+	var services map[string]bool
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		spans, services = map[string]testenv.Span{}, map[string]bool{}

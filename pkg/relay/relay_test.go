@@ -67,10 +67,6 @@ func (w *testLogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func testLogger(t testing.TB, level slog.Level) *slog.Logger {
-	return testLoggerTo(t, level, io.Discard)
-}
-
 // testLoggerTo logs to the test's log and to also.
 func testLoggerTo(t testing.TB, level slog.Level, also io.Writer) *slog.Logger {
 	w := &testLogWriter{t: t}
