@@ -30,6 +30,13 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	if err := store.CheckURL(cfg.DatabaseURL, "DATABASE_URL"); err != nil {
 		return err
 	}
+	// Bound first, served later: an address in use stops the process with
+	// its one line before the Kafka clients have connected anywhere.
+	ln, err := obs.Listen(cfg.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close() // on a return before Serve; closing twice is harmless
 	// Every step of the stop draws on what is left of the contract's 30 s.
 	stopClock := shutdown.Start(ctx)
 	base := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel, cfg.LogForceColor)
@@ -89,10 +96,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHTTP()
-	httpErr, err := obs.Serve(httpCtx, logger, cfg.HTTPAddr, obs.Handler(reg, ready))
-	if err != nil {
-		return err
-	}
+	httpErr := obs.Serve(httpCtx, logger, ln, obs.Handler(reg, ready))
 
 	// pgxpool connects lazily: Open fails only on a malformed URL, so the
 	// process starts (not ready) while the database is down.

@@ -27,7 +27,8 @@ import (
 // operator can run them from any pod or a laptop with database access.
 func runOps(ctx context.Context, cmd string, args, environ []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("outbox-relay "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// A bad flag is one usage line (below); -h prints the flags to stdout.
+	fs.SetOutput(io.Discard)
 	// Each subcommand registers only its own flags, so a flag of another
 	// one is a usage error and -h lists what applies.
 	var asJSON, exact, failed *bool
@@ -45,9 +46,12 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fmt.Fprintf(stdout, "usage: outbox-relay %s [flags]\n", cmd)
+			fs.PrintDefaults()
 			return nil
 		}
-		return &config.UsageError{Msg: err.Error()}
+		return &config.UsageError{Msg: fmt.Sprintf("%s: %v (see outbox-relay %s -h)", cmd, err, cmd)}
 	}
 	if fs.NArg() > 0 {
 		return &config.UsageError{Msg: fmt.Sprintf("%s: unexpected argument %q", cmd, fs.Arg(0))}

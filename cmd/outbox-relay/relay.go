@@ -25,10 +25,11 @@ import (
 // flush, even while PostgreSQL hangs.
 const shutdownGrace = 15 * time.Second
 
-// runRelay wires the relay: tracing and the producer first (a setting they
-// refuse stops the process before anything is logged), then HTTP (so
-// /healthz and /metrics answer before Kafka or PostgreSQL do), the pool,
-// the LISTEN connection and the relay's loops.
+// runRelay wires the relay: the HTTP listener, tracing and the producer
+// first (an address or a setting they refuse stops the process before
+// anything is logged), then HTTP serves (so /healthz and /metrics answer
+// before Kafka or PostgreSQL do), the pool, the LISTEN connection and the
+// relay's loops.
 func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	cfg, err := config.LoadRelay(environ)
 	if err != nil {
@@ -40,6 +41,13 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	if err := store.CheckURL(cfg.ListenURL, "DATABASE_LISTEN_URL"); err != nil {
 		return err
 	}
+	// Bound first, served later: an address in use stops the process with
+	// its one line before the producer has connected anywhere.
+	ln, err := obs.Listen(cfg.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close() // on a return before Serve; closing twice is harmless
 	// Every step of the stop draws on what is left of the contract's 30 s.
 	stopClock := shutdown.Start(ctx)
 	logger := obs.NewLogger(stderr, cfg.LogFormat, cfg.LogLevel, cfg.LogForceColor)
@@ -87,10 +95,7 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	// scraped during the drain.
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHTTP()
-	httpErr, err := obs.Serve(httpCtx, log, cfg.HTTPAddr, obs.Handler(reg, ready))
-	if err != nil {
-		return err
-	}
+	httpErr := obs.Serve(httpCtx, log, ln, obs.Handler(reg, ready))
 
 	pool, err := store.Open(ctx, cfg.DatabaseURL, "pcp-outbox-relay") // connects lazily
 	if err != nil {

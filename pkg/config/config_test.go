@@ -37,6 +37,10 @@ func TestDefaults(t *testing.T) {
 		require.NoError(t, err, "LOG_LEVEL=%s", in)
 		require.Equal(t, want, c.LogLevel, "LOG_LEVEL=%s", in)
 	}
+	for _, gogc := range []string{"off", "0", "300"} {
+		_, err := LoadIngestor(env("GOGC=" + gogc))
+		require.NoError(t, err, "GOGC=%s", gogc)
+	}
 	require.False(t, ing.LogForceColor)
 	forced, err := LoadIngestor(env("FORCE_COLOR=1"))
 	require.NoError(t, err)
@@ -111,6 +115,11 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"bootstrap port out of range", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=b:1,127.0.0.1:99999"}, true, "KAFKA_BOOTSTRAP_SERVERS"},
 		{"bootstrap port not a number", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:abc"}, false, "KAFKA_BOOTSTRAP_SERVERS"},
 		{"bootstrap bare ipv6", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=::1:9092"}, false, "KAFKA_BOOTSTRAP_SERVERS"},
+		{"GOGC not a number", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=b", "GOGC=abc"}, false, "GOGC"},
+		{"GOGC negative", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=b", "GOGC=-5"}, true, "GOGC"},
+		{"bootstrap unknown protocol", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=http://b:9092"}, false, "KAFKA_BOOTSTRAP_SERVERS"},
+		{"bootstrap host with a space", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=host with space:9092"}, false, "KAFKA_BOOTSTRAP_SERVERS"},
+		{"bootstrap host with a space, no port", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=b, host with space"}, false, "KAFKA_BOOTSTRAP_SERVERS"},
 		{"blank consumer group", env("KAFKA_CONSUMER_GROUP=  "), false, "KAFKA_CONSUMER_GROUP"},
 		{"http addr without port", env("HTTP_ADDR=bad"), true, "HTTP_ADDR"},
 		{"http port out of range", env("HTTP_ADDR=:99999"), false, "HTTP_ADDR"},
@@ -167,7 +176,7 @@ func TestReasonsNameVariablesNotFields(t *testing.T) {
 // TestAcceptedEdgeValues: forms that must keep working.
 func TestAcceptedEdgeValues(t *testing.T) {
 	t.Parallel()
-	for _, bootstrap := range []string{"b:9092", "b", "b1:9092, b2:9092", "SASL_SSL://b:9093", "[::1]:9092", "10.0.0.1:1"} {
+	for _, bootstrap := range []string{"b:9092", "b", "b1:9092, b2:9092", "SASL_SSL://b:9093", "plaintext://b", "[::1]:9092", "[::1]", "10.0.0.1:1", "kafka-0.kafka_headless.ns.svc:9092"} {
 		_, err := LoadIngestor([]string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=" + bootstrap})
 		require.NoError(t, err, bootstrap)
 	}

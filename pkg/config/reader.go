@@ -55,7 +55,22 @@ func (r *reader) common() Common {
 	}
 	r.bootstrapServers("KAFKA_BOOTSTRAP_SERVERS", c.KafkaBootstrapServers)
 	r.distinctTopics(c)
+	r.goGC("GOGC")
 	return c
+}
+
+// goGC checks GOGC, which the Go runtime reads before the program starts
+// (pkg/gctune applies the service's default when it is unset): "off", or
+// a percentage. The runtime takes any other text for 100, and a negative
+// number for off, without a word.
+func (r *reader) goGC(name string) {
+	v := r.str(name, "")
+	if v == "" || v == "off" {
+		return
+	}
+	if n, err := strconv.Atoi(v); err != nil || n < 0 {
+		r.fail(name, fmt.Sprintf("%q is neither off nor a percentage (a whole number, 0 or more)", v))
+	}
 }
 
 // distinctTopics refuses a dead-letter or output topic that is the input
@@ -114,7 +129,12 @@ func (r *reader) bootstrapServers(name, list string) {
 	}
 	for i, entry := range strings.Split(list, ",") {
 		entry = strings.TrimSpace(entry)
-		if _, rest, ok := strings.Cut(entry, "://"); ok {
+		if proto, rest, ok := strings.Cut(entry, "://"); ok {
+			if !brokerProtocols[strings.ToLower(proto)] {
+				// librdkafka drops such an entry and runs with no broker.
+				r.fail(name, fmt.Sprintf("entry %d has the protocol %q; librdkafka takes plaintext, ssl, sasl_plaintext or sasl_ssl (set security.protocol with KAFKA_PROPERTY_SECURITY_PROTOCOL)", i+1, proto))
+				return
+			}
 			entry = rest
 		}
 		if entry == "" {
@@ -123,17 +143,46 @@ func (r *reader) bootstrapServers(name, list string) {
 		}
 		host, port, err := net.SplitHostPort(entry)
 		if err != nil {
-			if strings.Contains(err.Error(), "missing port") {
-				continue // librdkafka's default port, 9092
+			if !strings.Contains(err.Error(), "missing port") {
+				r.fail(name, fmt.Sprintf("entry %d (%q) is not host:port (an IPv6 host goes in brackets)", i+1, entry))
+				return
 			}
-			r.fail(name, fmt.Sprintf("entry %d (%q) is not host:port (an IPv6 host goes in brackets)", i+1, entry))
+			// librdkafka's default port, 9092.
+			host, port = strings.TrimSuffix(strings.TrimPrefix(entry, "["), "]"), ""
+		}
+		if !validBrokerHost(host) {
+			r.fail(name, fmt.Sprintf("entry %d (%q) does not name a host (a DNS name or an IP address)", i+1, entry))
 			return
 		}
-		if n, err := strconv.Atoi(port); host == "" || err != nil || n < 1 || n > 65535 {
+		if n, err := strconv.Atoi(port); port != "" && (err != nil || n < 1 || n > 65535) {
 			r.fail(name, fmt.Sprintf("entry %d (%q) is not host:port with a port in 1–65535", i+1, entry))
 			return
 		}
 	}
+}
+
+// brokerProtocols are the prefixes librdkafka accepts on a bootstrap
+// server, in lower case (it takes any letter case).
+var brokerProtocols = map[string]bool{"plaintext": true, "ssl": true, "sasl_plaintext": true, "sasl_ssl": true}
+
+// validBrokerHost reports whether host is an IP address or a DNS name:
+// letters, digits, '-', '_' and '.', not empty. White space or other
+// characters would make librdkafka retry a name no resolver answers.
+func validBrokerHost(host string) bool {
+	if net.ParseIP(host) != nil {
+		return true
+	}
+	if host == "" {
+		return false
+	}
+	for _, c := range host {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // listenAddr reads an HTTP listen address, [host]:port with a port in

@@ -108,7 +108,6 @@ func producerEnforced(cfg ProducerConfig) kafka.ConfigMap {
 		"go.delivery.report.fields": "none",
 		"go.produce.channel.size":   0,
 		"go.events.channel.size":    1000,
-		"socket.keepalive.enable":   true,
 	}
 }
 
@@ -139,9 +138,10 @@ func NewProducer(logger *slog.Logger, cfg ProducerConfig) (*Producer, error) {
 
 func (pr *Producer) newClient() (*kafka.Producer, error) {
 	m := configMap(pr.logger, pr.cfg.ClientConfig, kafka.ConfigMap{
-		"linger.ms":          int(pr.cfg.Linger.Milliseconds()),
-		"compression.type":   Compression,
-		"batch.num.messages": 10000,
+		"linger.ms":               int(pr.cfg.Linger.Milliseconds()),
+		"compression.type":        Compression,
+		"batch.num.messages":      10000,
+		"socket.keepalive.enable": true,
 		// librdkafka's own default (1,000,000 bytes) is below the
 		// ingestor's 1 MiB record limit, so a dead-lettered record near the
 		// limit would fail locally; the topic's max.message.bytes is the

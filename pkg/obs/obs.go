@@ -129,14 +129,20 @@ func Handler(reg *prometheus.Registry, ready *Readiness) http.Handler {
 	return mux
 }
 
-// Serve listens on addr and serves h until ctx ends, then shuts down
-// gracefully. It returns once the listener is bound, so a bad address fails
-// the start of the process; serving errors go to errc.
-func Serve(ctx context.Context, logger *slog.Logger, addr string, h http.Handler) (<-chan error, error) {
+// Listen binds addr (HTTP_ADDR). The binaries bind before they create any
+// client, so that an address in use or one that does not resolve stops the
+// process with its one line, before it has connected anywhere.
+func Listen(addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on HTTP_ADDR %s: %w", addr, err)
 	}
+	return ln, nil
+}
+
+// Serve serves h on ln until ctx ends, then shuts down gracefully. Serving
+// errors go to errc.
+func Serve(ctx context.Context, logger *slog.Logger, ln net.Listener, h http.Handler) <-chan error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() {
@@ -153,5 +159,5 @@ func Serve(ctx context.Context, logger *slog.Logger, addr string, h http.Handler
 		_ = srv.Shutdown(shCtx)
 	}()
 	logger.Info("http: serving /healthz /readyz /metrics", "addr", ln.Addr().String())
-	return errc, nil
+	return errc
 }

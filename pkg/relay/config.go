@@ -237,7 +237,7 @@ func (c Config) Validate() error {
 	case c.PublishTimeout < MinPublishTimeout || c.PublishTimeout > MaxPublishTimeout:
 		return fail("PublishTimeout", "(%s) is outside [%s, %s]", c.PublishTimeout, MinPublishTimeout, MaxPublishTimeout)
 	case c.LockTimeout <= c.PublishTimeout:
-		return fail("LockTimeout", "(%s) must exceed PublishTimeout (%s), by %s or more", c.LockTimeout, c.PublishTimeout, LeaseMargin)
+		return fail("LockTimeout", "(%s) must exceed PublishTimeout (%s), and should by %s or more (delivery-report hand-off and marks)", c.LockTimeout, c.PublishTimeout, LeaseMargin)
 	case c.BatchSize < 1 || c.BatchSize > 100_000:
 		return fail("BatchSize", "is %d, outside [1, 100000]", c.BatchSize)
 	case c.Workers < 1 || c.Workers > 64:

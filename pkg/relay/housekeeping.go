@@ -16,6 +16,7 @@ func (r *Relay) watchControl(ctx context.Context) {
 		c, cancel := r.dbCall(ctx)
 		control, err := r.outbox.Control(c)
 		cancel()
+		r.showDBWhileNoClaims(ctx, err)
 		paused := control.Paused
 		if err == nil && r.paused.Swap(paused) != paused {
 			r.showKafkaReady()
@@ -35,6 +36,21 @@ func (r *Relay) watchControl(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// showDBWhileNoClaims reports the database's state from the pause-flag
+// read while no claim runs (Kafka down, so claims wait): otherwise
+// /readyz would say "not connected yet" of a database that answers, or of
+// one that was never migrated. Once claims run, they own the state.
+func (r *Relay) showDBWhileNoClaims(ctx context.Context, err error) {
+	if !r.kafkaDown.Load() || ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		r.setDBReady("read the pause flag", err)
+		return
+	}
+	r.setReady("postgres", "")
 }
 
 // refreshGauges keeps the pending, table and index gauges current with

@@ -7,6 +7,7 @@ package relay_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -377,4 +378,34 @@ func TestPausedRelayStaysReadyThroughAKafkaFreeze(t *testing.T) {
 	eventually(t, 10*time.Second, "/readyz 200 after the thaw", func() bool { return rr.readyz(t) == http.StatusOK })
 	eventually(t, 30*time.Second, "the row published after the thaw", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 2 })
 	require.Zero(t, relaytest.Count(t, b.pool, outbox.StatusFailed))
+}
+
+// TestRelayShowsTheDatabaseWhileKafkaIsDown: with no broker the relay
+// claims nothing, and /readyz still says what the database does: nothing
+// about it when it answers, the missing schema when nobody migrated it
+// (before, "not connected yet" in both cases, which sent operators to a
+// database that was fine).
+func TestRelayShowsTheDatabaseWhileKafkaIsDown(t *testing.T) {
+	t.Parallel()
+	dead, err := testenv.FreeAddr()
+	require.NoError(t, err)
+
+	b := setup(t, dead)
+	rr := b.start(t, relay.Config{PollInterval: 100 * time.Millisecond})
+	eventually(t, 10*time.Second, "/readyz names Kafka and not PostgreSQL", func() bool {
+		code, body := rr.readyzBody(t)
+		return code != http.StatusOK && strings.Contains(body, "kafka") && !strings.Contains(body, "postgres")
+	})
+
+	empty := setup(t, dead)
+	empty.url = testenv.EmptyDatabaseURL(t)
+	pool, err := store.Open(context.Background(), empty.url, "test")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	empty.pool, empty.outbox, empty.noListen = pool, store.NewOutbox(pool), true
+	unmigrated := empty.start(t, relay.Config{PollInterval: 100 * time.Millisecond})
+	eventuallyOr(t, 10*time.Second, "/readyz says the schema is missing", func() bool {
+		_, body := unmigrated.readyzBody(t)
+		return strings.Contains(body, "run `ingestor migrate`")
+	}, func() string { _, body := unmigrated.readyzBody(t); return body })
 }
