@@ -2,6 +2,7 @@ package charttest
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -13,6 +14,10 @@ import (
 // promtoolTests is the promtool unit test file scripts/chart-check.sh runs
 // against the rendered rules.
 var promtoolTests = filepath.Join("promtool", "alerts_test.yaml")
+
+// pausedPromtoolTests are promtool unit tests for the rules rendered with
+// ci/paused-values.yaml; TestPausedRelayAlertsPromtool runs them.
+var pausedPromtoolTests = filepath.Join("promtool", "paused", "alerts_test.yaml")
 
 // TestEveryAlertHasPromtoolTest fails when an alert of the chart has no
 // promtool case where it fires (with its labels and annotations) and none
@@ -78,4 +83,34 @@ func TestEveryAlertHasPromtoolTest(t *testing.T) {
 	}
 	sort.Strings(missing)
 	require.Empty(t, missing, "alerts without promtool tests in %s", promtoolTests)
+}
+
+// TestPausedRelayAlertsPromtool runs promtool's unit tests in
+// promtool/paused against the PrometheusRule rendered with
+// ci/paused-values.yaml: with relay.paused=true the relay has no pods, so the
+// only relay alert that can fire is PcpOutboxRelayAbsent, after relayPausedFor
+// (30m) rather than notReadyFor, as a warning. promtool is required, as it is
+// by scripts/chart-check.sh (Debian package prometheus): never a silent skip.
+func TestPausedRelayAlertsPromtool(t *testing.T) {
+	t.Parallel()
+	promtool, err := exec.LookPath("promtool")
+	require.NoError(t, err, "no promtool on PATH (apt-get install prometheus)")
+
+	r := render(t, "-f", ciValues("paused"))
+	pr := r.custom["PrometheusRule"][fullname]
+	require.NotNil(t, pr, "ci/paused-values.yaml enables the PrometheusRule")
+	rules, err := yaml.Marshal(map[string]any{"groups": customField(t, pr, "spec", "groups")})
+	require.NoError(t, err)
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o644))
+	tests, err := os.ReadFile(pausedPromtoolTests)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "alerts_test.yaml"), tests, 0o644))
+	for _, args := range [][]string{{"check", "rules", "rules.yaml"}, {"test", "rules", "alerts_test.yaml"}} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "promtool %v:\n%s\nrules:\n%s", args, out, rules)
+	}
 }

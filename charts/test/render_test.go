@@ -256,6 +256,10 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"UnknownTopLevelKey", []string{"--set", "ingester.replicas=2"}, "ingester"},
 		{"MisspelledNestedKey", []string{"--set", "relay.pasued=true"}, "pasued"},
 		{"SecretPropertyInPlainProperties", []string{"--set", `kafka.properties.sasl\.password=hunter2`}, "sasl.password"},
+		// Refused by pattern (password|secret|passphrase|key.pem), not by name.
+		{"OAuthClientCredentialsSecretInPlainProperties", []string{"--set", `kafka.properties.sasl\.oauthbearer\.client\.credentials\.client\.secret=s3cret`}, "sasl.oauthbearer.client.credentials.client.secret"},
+		{"AssertionKeyPassphraseInPlainProperties", []string{"--set", `kafka.properties.sasl\.oauthbearer\.assertion\.private\.key\.passphrase=s3cret`}, "sasl.oauthbearer.assertion.private.key.passphrase"},
+		{"AssertionPrivateKeyInPlainProperties", []string{"--set", `kafka.properties.sasl\.oauthbearer\.assertion\.private\.key\.pem=-----BEGIN PRIVATE KEY-----`}, "sasl.oauthbearer.assertion.private.key.pem"},
 		{"SecretPropertiesWithoutSecret", []string{"--set", `kafka.secretProperties.sasl\.password=password`}, "existingSecret"},
 		{"BadDuration", []string{"--set", "relay.pollInterval=1 second"}, "pollInterval"},
 		{"UnknownMessageKey", []string{"--set", "outbox.messageKey=eventId"}, "messageKey"},
@@ -273,6 +277,11 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"BootstrapBareIPv6", []string{"--set", "kafka.bootstrapServers=fe80::1:9092"}, "bootstrapServers"},
 		{"BlankConsumerGroup", []string{"--set", "kafka.consumerGroup=  "}, "consumerGroup"},
 		{"MaxAttemptsAboveTheRelaysBound", []string{"--set", "outbox.maxAttempts=2000000"}, "maxAttempts"},
+		{"IngestBatchAboveTheIngestorsBound", []string{"--set", "ingestor.batchSize=100001"}, "/ingestor/batchSize"},
+		{"OutboxBatchAboveTheRelaysBound", []string{"--set", "relay.batchSize=100001"}, "/relay/batchSize"},
+		// The generated query reads a gauge only ingestor pods export: from
+		// zero pods KEDA could never scale up.
+		{"IngestorKedaPrometheusFromZero", []string{"--set", "ingestor.keda.enabled=true", "--set", "ingestor.keda.minReplicaCount=0"}, "ingestor.keda.minReplicaCount 0 with trigger prometheus"},
 		{"CommonLabelsSetASelector", []string{"--set", `commonLabels.app\.kubernetes\.io/name=x`}, "commonLabels must not set app.kubernetes.io/name"},
 		{"PodLabelsSetASelector", []string{"--set", `relay.podLabels.app\.kubernetes\.io/component=x`}, "relay.podLabels must not set app.kubernetes.io/component"},
 		{"AlertLabelsSetSeverity", []string{"--set", "prometheusRule.enabled=true", "--set", "prometheusRule.alertLabels.severity=page"}, "prometheusRule.alertLabels must not set severity"},
@@ -285,6 +294,103 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 			require.Contains(t, err.Error(), tc.wantErr)
 		})
 	}
+}
+
+// TestSchemaAcceptsNearMisses: the values next to the refusals above still
+// render: public librdkafka properties that look like secret ones (a CA or
+// certificate PEM, key file paths, a client id), the binaries' largest batch,
+// and an ingestor KEDA may scale to zero when its lag does not come from the
+// ingestor pods.
+func TestSchemaAcceptsNearMisses(t *testing.T) {
+	t.Parallel()
+	public := map[string]string{
+		"ssl.ca.pem":          "KAFKA_PROPERTY_SSL_CA_PEM",
+		"ssl.certificate.pem": "KAFKA_PROPERTY_SSL_CERTIFICATE_PEM",
+		"ssl.key.location":    "KAFKA_PROPERTY_SSL_KEY_LOCATION",
+		"sasl.oauthbearer.assertion.private.key.file":   "KAFKA_PROPERTY_SASL_OAUTHBEARER_ASSERTION_PRIVATE_KEY_FILE",
+		"sasl.oauthbearer.client.credentials.client.id": "KAFKA_PROPERTY_SASL_OAUTHBEARER_CLIENT_CREDENTIALS_CLIENT_ID",
+	}
+	args := []string{"-f", ciValues("default")}
+	for prop := range public {
+		args = append(args, "--set", "kafka.properties."+strings.ReplaceAll(prop, ".", `\.`)+"=x")
+	}
+	r := render(t, args...)
+	for prop, env := range public {
+		require.Equal(t, "x", r.configMaps[configName].Data[env], "kafka.properties.%s", prop)
+	}
+
+	render(t, "-f", ciValues("default"), "--set", "ingestor.batchSize=100000", "--set", "relay.batchSize=100000")
+
+	for _, extra := range [][]string{
+		{"--set", "ingestor.keda.trigger=kafka"},
+		{"--set", "ingestor.keda.query=sum(kafka_consumergroup_lag{consumergroup=\"pcp-route-processing-service\"})"},
+	} {
+		r := render(t, append([]string{"-f", ciValues("default"), "--set", "prometheusRule.enabled=true",
+			"--set", "ingestor.keda.enabled=true", "--set", "ingestor.keda.minReplicaCount=0"}, extra...)...)
+		require.EqualValues(t, 0, customField(t, r.custom["ScaledObject"][ingestorName], "spec", "minReplicaCount"), "%v", extra)
+		// Zero ingestor pods is then by design: no absence alert.
+		require.NotContains(t, alertExprs(t, r), "PcpIngestorAbsent", "%v", extra)
+		require.Contains(t, alertExprs(t, r), "PcpOutboxRelayAbsent", "%v", extra)
+	}
+}
+
+// TestNumbersFromValuesFiles: Helm reads every number of a values file as
+// float64, which Go prints in exponent form from 1e6 ("1.048576e+07", which
+// librdkafka and the binaries' integer parsing refuse). Every number that
+// becomes text (env values, KEDA metadata, PromQL) must render as the integer
+// it is; a fraction stays a fraction.
+func TestNumbersFromValuesFiles(t *testing.T) {
+	t.Parallel()
+	r := render(t, "-f", ciValues("default"), "-f", filepath.Join("testdata", "large-numbers-values.yaml"))
+	require.NotRegexp(t, `[0-9]e[+-][0-9]`, r.raw, "a number rendered in exponent form (Go always signs the exponent; hex checksums have no sign)")
+
+	cm := r.configMaps[configName].Data
+	require.Equal(t, "10485760", cm["KAFKA_PROPERTY_MESSAGE_MAX_BYTES"])
+	require.Equal(t, "2097151", cm["KAFKA_PROPERTY_QUEUED_MAX_MESSAGES_KBYTES"])
+	require.Equal(t, "0.5", cm["KAFKA_PROPERTY_LINGER_MS"])
+	require.Equal(t, "1000000", cm["OUTBOX_MAX_ATTEMPTS"])
+	job := envByName(r.jobs[fullname+"-migrate"].Spec.Template.Spec.Containers[0])
+	require.Equal(t, "10485760", job["KAFKA_PROPERTY_MESSAGE_MAX_BYTES"].Value)
+	require.Equal(t, "1000000", job["OUTBOX_MAX_ATTEMPTS"].Value)
+
+	ing := envByName(r.deployments[ingestorName].Spec.Template.Spec.Containers[0])
+	require.Equal(t, "100000", ing["INGEST_BATCH_SIZE"].Value)
+	rel := envByName(r.deployments[relayName].Spec.Template.Spec.Containers[0])
+	require.Equal(t, "100000", rel["OUTBOX_RETENTION_BATCH"].Value)
+	require.Equal(t, "4294967296", rel["OUTBOX_REINDEX_MIN_BYTES"].Value)
+
+	meta := func(name, key string) any {
+		return customField(t, r.custom["ScaledObject"][name], "spec", "triggers", 0, "metadata", key)
+	}
+	require.Equal(t, "2000000", meta(ingestorName, "threshold"))
+	require.Equal(t, "1000000", meta(ingestorName, "activationThreshold"))
+	require.Equal(t, "5000000", meta(relayName, "threshold"))
+	require.Equal(t, "1000000", meta(relayName, "activationThreshold"))
+
+	exprs := alertExprs(t, r)
+	require.True(t, strings.HasSuffix(exprs["PcpIngestConsumerLagHigh"], "> 3000000"), exprs["PcpIngestConsumerLagHigh"])
+	require.True(t, strings.HasSuffix(exprs["PcpOutboxBloated"], "> 10000000"), exprs["PcpOutboxBloated"])
+	require.True(t, strings.HasSuffix(exprs["PcpOutboxOldestPendingTooOld"], "> 1209600"), exprs["PcpOutboxOldestPendingTooOld"])
+	require.True(t, strings.HasSuffix(exprs["PcpOutboxTableGrowing"], "> 10737418240"), exprs["PcpOutboxTableGrowing"])
+	require.True(t, strings.HasSuffix(exprs["PcpIngestDeadLetteringContract"], "> 0.25"), exprs["PcpIngestDeadLetteringContract"])
+}
+
+// alertExprs returns alert name -> expr of the rendered PrometheusRule.
+func alertExprs(t *testing.T, r *rendered) map[string]string {
+	t.Helper()
+	pr := r.custom["PrometheusRule"][fullname]
+	require.NotNil(t, pr, "no PrometheusRule rendered")
+	exprs := map[string]string{}
+	groups, _ := customField(t, pr, "spec", "groups").([]any)
+	for _, g := range groups {
+		rules, _ := customField(t, g, "rules").([]any)
+		for _, rule := range rules {
+			alert, _ := customField(t, rule, "alert").(string)
+			expr, _ := customField(t, rule, "expr").(string)
+			exprs[alert] = strings.TrimSpace(expr)
+		}
+	}
+	return exprs
 }
 
 // TestLabelsSetTwice: a label in commonLabels and a pod's podLabels, or one of
@@ -400,8 +506,34 @@ func TestDefaultRender(t *testing.T) {
 			// Unready pods (a dependency outage) must not block node drains.
 			require.NotNil(t, pdb.Spec.UnhealthyPodEvictionPolicy)
 			require.Equal(t, policyv1.AlwaysAllow, *pdb.Spec.UnhealthyPodEvictionPolicy)
+
+			// Without constraints of the user's: a soft spread of this
+			// component's pods over nodes.
+			require.Len(t, pod.TopologySpreadConstraints, 1)
+			tsc := pod.TopologySpreadConstraints[0]
+			require.Equal(t, "kubernetes.io/hostname", tsc.TopologyKey)
+			require.Equal(t, corev1.ScheduleAnyway, tsc.WhenUnsatisfiable)
+			require.EqualValues(t, 1, tsc.MaxSkew)
+			require.NotNil(t, tsc.LabelSelector)
+			require.Equal(t, d.Spec.Selector.MatchLabels, tsc.LabelSelector.MatchLabels, "it must select this component's pods only")
 		})
 	}
+
+	t.Run("PDBEvictionPolicyByKubeVersion", func(t *testing.T) {
+		// unhealthyPodEvictionPolicy is alpha (gate off) in 1.26, beta and
+		// on by default from 1.27.
+		for kube, want := range map[string]bool{"1.26.15": false, "1.27.0": true, "v1.27.3-eks-1234": true} {
+			r := render(t, "-f", ciValues("default"), "--kube-version", kube)
+			for name, pdb := range r.pdbs {
+				if want {
+					require.NotNil(t, pdb.Spec.UnhealthyPodEvictionPolicy, "Kubernetes %s, PDB %s", kube, name)
+				} else {
+					require.Nil(t, pdb.Spec.UnhealthyPodEvictionPolicy, "Kubernetes %s, PDB %s", kube, name)
+				}
+			}
+			require.Len(t, r.pdbs, 2)
+		}
+	})
 
 	t.Run("ComponentSettings", func(t *testing.T) {
 		ing := envByName(r.deployments[ingestorName].Spec.Template.Spec.Containers[0])
@@ -620,6 +752,8 @@ func TestSecretsStayInSecrets(t *testing.T) {
 	require.Equal(t, "/etc/kafka-ca/ca.crt", cm.Data["KAFKA_PROPERTY_SSL_CA_LOCATION"])
 	require.Equal(t, "true", cm.Data["KAFKA_PROPERTY_ENABLE_IDEMPOTENCE"])
 	require.Equal(t, "5", cm.Data["KAFKA_PROPERTY_LINGER_MS"])
+	// 10485760 in the values file is a float64 to Helm: not "1.048576e+07".
+	require.Equal(t, "10485760", cm.Data["KAFKA_PROPERTY_MESSAGE_MAX_BYTES"])
 
 	for name, cm := range r.configMaps {
 		for k, v := range cm.Data {
@@ -691,6 +825,17 @@ func TestAllFeatures(t *testing.T) {
 		require.GreaterOrEqual(t, customField(t, rel, "spec", "minReplicaCount"), float64(1))
 	})
 
+	t.Run("UserTopologySpreadWins", func(t *testing.T) {
+		// ci/all-features sets the ingestor's own constraint: it replaces
+		// the default; the relay keeps the default.
+		ing := r.deployments[ingestorName].Spec.Template.Spec.TopologySpreadConstraints
+		require.Len(t, ing, 1)
+		require.Equal(t, map[string]string{"app.kubernetes.io/component": "ingestor"}, ing[0].LabelSelector.MatchLabels)
+		rel := r.deployments[relayName]
+		require.Len(t, rel.Spec.Template.Spec.TopologySpreadConstraints, 1)
+		require.Equal(t, rel.Spec.Selector.MatchLabels, rel.Spec.Template.Spec.TopologySpreadConstraints[0].LabelSelector.MatchLabels)
+	})
+
 	t.Run("ServiceMonitor", func(t *testing.T) {
 		sm := r.custom["ServiceMonitor"][fullname]
 		require.NotNil(t, sm)
@@ -736,6 +881,8 @@ func TestAllFeatures(t *testing.T) {
 			"PcpIngestConsumerLagHigh":          "route_passport_ingest_consumer_lag",
 			"PcpIngestorNotReady":               "route_passport_ingest_ready",
 			"PcpTargetDown":                     "up",
+			"PcpIngestorAbsent":                 "up",
+			"PcpOutboxRelayAbsent":              "up",
 			"PcpDatabaseXminHorizonHeld":        "route_passport_db_oldest_xact_age_seconds",
 			"PcpOutboxBloated":                  "route_passport_outbox_dead_tuples",
 			"PcpOutboxTableGrowing":             "route_passport_outbox_table_bytes",

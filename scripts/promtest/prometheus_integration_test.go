@@ -20,6 +20,12 @@ import (
 // report not ready while the database is gone.
 var outageAlerts = []string{"PcpIngestorNotReady", "PcpOutboxRelayNotReady"}
 
+// absenceAlerts fire when no pod of a component is scraped at all (each
+// alert names the Service it watches). While both binaries are scraped their
+// expressions must be empty: a job or namespace that does not match what the
+// ServiceMonitor's targets get would make them fire for ever.
+var absenceAlerts = map[string]string{"PcpIngestorAbsent": ingestorJob, "PcpOutboxRelayAbsent": relayJob}
+
 // staleGaugesAlert watches the relay's pending-gauge refresh; thresholdRE
 // cuts its comparison off, leaving the age it compares.
 const staleGaugesAlert = "PcpOutboxPendingGaugesStale"
@@ -93,6 +99,11 @@ func TestPrometheusSeesTheService(t *testing.T) {
 				return "no rule " + a
 			}
 		}
+		for a := range absenceAlerts {
+			if exprs[a] == "" {
+				return "no rule " + a
+			}
+		}
 		return ""
 	})
 	t.Logf("promtest: %d alerting rules loaded", len(exprs))
@@ -105,6 +116,20 @@ func TestPrometheusSeesTheService(t *testing.T) {
 		for _, a := range outageAlerts {
 			if res, err := prom.query(exprs[a]); err != nil || len(res) != 0 {
 				return a + " expression while healthy: " + describe(res, err)
+			}
+		}
+		// Absent while both are scraped, not absent because it names no
+		// target: the same expression for a Service nobody scrapes is true.
+		for a, job := range absenceAlerts {
+			if res, err := prom.query(exprs[a]); err != nil || len(res) != 0 {
+				return a + " expression while both targets are up: " + describe(res, err)
+			}
+			gone := strings.ReplaceAll(exprs[a], `"`+job+`"`, `"`+job+`-gone"`)
+			if gone == exprs[a] {
+				return a + " does not select job " + job + ": " + exprs[a]
+			}
+			if res, err := prom.query(gone); err != nil || len(res) != 1 || number(res[0]) != 1 {
+				return a + " expression for an unscraped Service (" + gone + "): " + describe(res, err)
 			}
 		}
 		// The stale-gauge alert is false because the relay refreshes, not

@@ -80,6 +80,21 @@ librdkafka property name -> env var name, as the binaries read it:
 {{- end }}
 
 {{/*
+A number from values as text (an env value, a KEDA metadata string, PromQL).
+Helm reads every number of a values FILE as float64, which toString and
+{{ }} print in exponent form from 1e6 ("1.048576e+07", which librdkafka
+and strconv.Atoi refuse): a whole number is printed as an integer, anything
+else (0.1, a string, a bool) as toString prints it.
+*/}}
+{{- define "pcp.num" -}}
+{{- if and (kindIs "float64" .) (eq . (floor .)) (lt . 9.2e18) (gt . -9.2e18) }}
+{{- int64 . }}
+{{- else }}
+{{- toString . }}
+{{- end }}
+{{- end }}
+
+{{/*
 Non-secret settings shared by both binaries (contract §5), as a flat map
 rendered as YAML. Used for the ConfigMap AND inline in the migration Job (a
 pre-install hook runs before the ConfigMap exists), so there is one source.
@@ -95,13 +110,13 @@ TOPIC_ROUTE_GEOREFERENCE: {{ .Values.topics.routeGeoreference | quote }}
 HTTP_ADDR: {{ printf ":%d" (int .Values.service.port) | quote }}
 LOG_FORMAT: {{ .Values.log.format | quote }}
 LOG_LEVEL: {{ .Values.log.level | quote }}
-OUTBOX_MAX_ATTEMPTS: {{ .Values.outbox.maxAttempts | toString | quote }}
+OUTBOX_MAX_ATTEMPTS: {{ include "pcp.num" .Values.outbox.maxAttempts | quote }}
 OUTBOX_INITIAL_BACKOFF: {{ .Values.outbox.initialBackoff | quote }}
 OUTBOX_MAX_BACKOFF: {{ .Values.outbox.maxBackoff | quote }}
 OUTBOX_LOCK_TIMEOUT: {{ .Values.outbox.lockTimeout | quote }}
 OUTBOX_MESSAGE_KEY: {{ .Values.outbox.messageKey | quote }}
 {{- range $prop, $val := .Values.kafka.properties }}
-{{ include "pcp.kafkaPropertyEnv" $prop }}: {{ $val | toString | quote }}
+{{ include "pcp.kafkaPropertyEnv" $prop }}: {{ include "pcp.num" $val | quote }}
 {{- end }}
 {{- end }}
 
@@ -242,8 +257,17 @@ spec:
   affinity:
     {{- toYaml . | nindent 4 }}
   {{- end }}
-  {{- with $v.topologySpreadConstraints }}
+  {{- /* The user's constraints win; without any, spread this component's
+  pods over nodes, softly (ScheduleAnyway never leaves a pod Pending). */}}
   topologySpreadConstraints:
+  {{- with $v.topologySpreadConstraints }}
     {{- toYaml . | nindent 4 }}
+  {{- else }}
+    - maxSkew: 1
+      topologyKey: kubernetes.io/hostname
+      whenUnsatisfiable: ScheduleAnyway
+      labelSelector:
+        matchLabels:
+          {{- include "pcp.selectorLabels" (dict "ctx" $ctx "component" .component) | nindent 10 }}
   {{- end }}
 {{- end }}

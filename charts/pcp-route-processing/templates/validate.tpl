@@ -29,4 +29,12 @@
 {{- fail (printf "%s.autoscaling needs targetCPUUtilizationPercentage or targetMemoryUtilizationPercentage" $c.name) }}
 {{- end }}
 {{- end }}
+{{- /* The generated prometheus query reads a gauge only ingestor pods export:
+at zero pods it has no series, and KEDA would never scale up again. (The
+relay's schema already refuses a minReplicaCount of 0.) A custom query may
+read a lag exported elsewhere (e.g. kafka-exporter), so it is allowed. */ -}}
+{{- $k := .Values.ingestor.keda }}
+{{- if and $k.enabled (ne (toString $k.trigger) "kafka") (not $k.query) (eq (int $k.minReplicaCount) 0) }}
+{{- fail "ingestor.keda.minReplicaCount 0 with trigger prometheus: the generated query reads route_passport_ingest_consumer_lag, which only ingestor pods export, so at zero pods KEDA would never scale up again. Set minReplicaCount >= 1, or use trigger kafka (lag read from the brokers), or set ingestor.keda.query to a lag exported outside the ingestor pods" }}
+{{- end }}
 {{- end }}
