@@ -72,7 +72,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	}
 	consumer, err := kafkax.NewConsumer(logger, kafkax.ConsumerConfig{ClientConfig: client, GroupID: cfg.ConsumerGroup, Topic: cfg.TopicInput})
 	if err != nil {
-		return err
+		return cfg.NameVariables(err, true)
 	}
 	// Closed with a bound after Run; on the way out before it, here.
 	consumerRunning := false
@@ -84,7 +84,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	client.Properties = cfg.ProducerProperties()
 	producer, err := kafkax.NewProducer(logger, kafkax.ProducerConfig{ClientConfig: client, DeliveryTimeout: 30 * time.Second})
 	if err != nil {
-		return err
+		return cfg.NameVariables(err, false)
 	}
 	defer func() { producer.Close(stopClock.Left(5 * time.Second)) }()
 	gctune.Apply(environ, "/sys/fs/cgroup").Log(ctx, logger)

@@ -72,7 +72,7 @@ func runDLQReplay(ctx context.Context, args, environ []string, stdout, stderr io
 		GroupID: "pcp-route-processing-dlq-replay",
 	})
 	if err != nil {
-		return err
+		return cc.NameVariables(err, true)
 	}
 	defer reader.Close()
 
@@ -82,7 +82,7 @@ func runDLQReplay(ctx context.Context, args, environ []string, stdout, stderr io
 		client.Properties = cc.ProducerProperties()
 		p, err := kafkax.NewProducer(logger, kafkax.ProducerConfig{ClientConfig: client, DeliveryTimeout: 30 * time.Second})
 		if err != nil {
-			return err
+			return cc.NameVariables(err, false)
 		}
 		defer p.Close(10 * time.Second)
 		producer = p

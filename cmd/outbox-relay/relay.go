@@ -85,7 +85,7 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 		Linger:          relay.ProducerLinger,
 	})
 	if err != nil {
-		return err
+		return cfg.NameVariables(err, false)
 	}
 	defer func() { producer.Close(stopClock.Left(3 * time.Second)) }()
 

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
+	"strings"
 )
 
 // Error names the variable that is missing or malformed. Mains exit with
@@ -42,6 +44,37 @@ func (c Common) ProducerProperties() map[string]string {
 	return mergeProps(c.KafkaProperties, c.KafkaProducerProperties)
 }
 
+// NameVariables tells an error about a librdkafka property (kafkax's
+// PropertyError) which variables set it, so that the process's one line
+// names them; other errors are returned as they are. consumer says which
+// kind of client refused it: the other kind's variables did not reach it.
+func (c Common) NameVariables(err error, consumer bool) error {
+	var pe interface {
+		PropertyNames() []string
+		SetVariables(names ...string)
+	}
+	if !errors.As(err, &pe) {
+		return err
+	}
+	own := KafkaProducerPropertyPrefix
+	if consumer {
+		own = KafkaConsumerPropertyPrefix
+	}
+	var vars []string
+	for _, name := range pe.PropertyNames() {
+		for _, v := range c.kafkaVars[name] {
+			if strings.HasPrefix(v, KafkaPropertyPrefix) || strings.HasPrefix(v, own) {
+				vars = append(vars, v)
+			}
+		}
+	}
+	if len(vars) > 0 {
+		sort.Strings(vars)
+		pe.SetVariables(vars...)
+	}
+	return err
+}
+
 func mergeProps(base, over map[string]string) map[string]string {
 	out := make(map[string]string, len(base)+len(over))
 	for k, v := range base {
@@ -63,6 +96,9 @@ type Common struct {
 	// KafkaProperties are extra librdkafka properties from KAFKA_PROPERTY_*
 	// variables (TLS, SASL, tuning). Values may be secrets: log keys only.
 	KafkaProperties map[string]string
+	// kafkaVars maps a property to the KAFKA_*PROPERTY_* variables that set
+	// it, for NameVariables.
+	kafkaVars map[string][]string
 	// KafkaConsumerProperties (KAFKA_CONSUMER_PROPERTY_*) and
 	// KafkaProducerProperties (KAFKA_PRODUCER_PROPERTY_*) apply to one kind
 	// of client only and override KafkaProperties, so a consumer-only

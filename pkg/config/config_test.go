@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -337,4 +338,36 @@ func TestIngestDBTimeout(t *testing.T) {
 	c, err = LoadIngestor(env())
 	require.NoError(t, err)
 	require.Zero(t, c.Ingest.WriteTimeout, "unset: 0, which ingest derives from the batch size")
+}
+
+// propertyErr stands in for kafkax's PropertyError (config links no client).
+type propertyErr struct {
+	names, vars []string
+}
+
+func (e *propertyErr) Error() string                { return "refused" }
+func (e *propertyErr) PropertyNames() []string      { return e.names }
+func (e *propertyErr) SetVariables(names ...string) { e.vars = names }
+
+// NameVariables names the variables that set a refused property, under
+// any of its names, for the kind of client that refused it only.
+func TestNameVariables(t *testing.T) {
+	t.Parallel()
+	c, err := LoadIngestor(env("KAFKA_PROPERTY_QUEUE_BUFFERING_MAX_MS=-5", "KAFKA_PRODUCER_PROPERTY_LINGER_MS=-1", "KAFKA_CONSUMER_PROPERTY_FETCH_MAX_BYTES=-1"))
+	require.NoError(t, err)
+
+	pe := &propertyErr{names: []string{"linger.ms", "queue.buffering.max.ms"}}
+	require.Same(t, error(pe), c.NameVariables(fmt.Errorf("create kafka producer: %w", pe), false).(interface{ Unwrap() error }).Unwrap())
+	require.Equal(t, []string{"KAFKA_PRODUCER_PROPERTY_LINGER_MS", "KAFKA_PROPERTY_QUEUE_BUFFERING_MAX_MS"}, pe.vars)
+
+	pe = &propertyErr{names: []string{"linger.ms", "queue.buffering.max.ms"}}
+	c.NameVariables(pe, true)
+	require.Equal(t, []string{"KAFKA_PROPERTY_QUEUE_BUFFERING_MAX_MS"}, pe.vars, "a consumer never saw the producer's variable")
+
+	pe = &propertyErr{names: []string{"fetch.max.bytes"}}
+	c.NameVariables(pe, false)
+	require.Nil(t, pe.vars, "the producer never saw the consumer's variable")
+
+	other := errors.New("not a property")
+	require.Same(t, other, c.NameVariables(other, true))
 }

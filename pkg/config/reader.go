@@ -18,6 +18,8 @@ import (
 type reader struct {
 	env map[string]string
 	err error
+	// kafkaVars: property → the KAFKA_*PROPERTY_* variables that set it.
+	kafkaVars map[string][]string
 }
 
 func newReader(environ []string) *reader {
@@ -53,6 +55,7 @@ func (r *reader) common() Common {
 		LogForceColor:           r.str("FORCE_COLOR", "") != "",
 		MessageKey:              r.oneOf("OUTBOX_MESSAGE_KEY", passport.KeyTraceID, passport.KeyTraceID, passport.KeyRouteID),
 	}
+	c.kafkaVars = r.kafkaVars
 	r.bootstrapServers("KAFKA_BOOTSTRAP_SERVERS", c.KafkaBootstrapServers)
 	r.distinctTopics(c)
 	r.goGC("GOGC")
@@ -308,6 +311,10 @@ func (r *reader) kafkaProperties(prefix string) map[string]string {
 			continue
 		}
 		props[name] = r.env[k]
+		if r.kafkaVars == nil {
+			r.kafkaVars = map[string][]string{}
+		}
+		r.kafkaVars[name] = append(r.kafkaVars[name], k)
 	}
 	return props
 }

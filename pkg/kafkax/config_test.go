@@ -111,3 +111,20 @@ func TestConfigMapRefusesTransactionalID(t *testing.T) {
 	require.Contains(t, log, "property=transactional.id")
 	require.NotContains(t, log, secret)
 }
+
+// namedProperty finds the property in librdkafka's refusals (their real
+// texts), under every name it can be set by, so that the mains can name
+// the operator's variable.
+func TestNamedProperty(t *testing.T) {
+	t.Parallel()
+	for msg, want := range map[string][]string{
+		`Configuration property "queue.buffering.max.ms" value -5 is outside allowed range 0..900000`: {"linger.ms", "queue.buffering.max.ms"},
+		`No such configuration property: "foo.bar"`:                                                    {"foo.bar"},
+		`ssl.certificate.location failed: error:0A080002:SSL routines::system lib`:                    {"ssl.certificate.location"},
+		`Expected bool value for "socket.keepalive.enable": true or false`:                            {"socket.keepalive.enable"},
+		`Invalid value for configuration property "sasl.mechanism"`:                                   {"sasl.mechanism", "sasl.mechanisms"},
+		`Java JAAS configuration is not supported`:                                                     nil,
+	} {
+		require.Equal(t, want, namedProperty(msg), msg)
+	}
+}

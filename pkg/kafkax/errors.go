@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -167,23 +168,77 @@ type PropertyError struct {
 	// Client is what was being created: "kafka producer", "kafka consumer".
 	Client string
 	Err    error
+	// names are the names of the property librdkafka's message names
+	// (its own, and the aliases that set the same property), none when it
+	// names none.
+	names []string
+	// variables are the environment variables that set it, when the
+	// caller found them (SetVariables).
+	variables []string
 }
 
 func (e *PropertyError) Error() string {
 	// librdkafka's message ends with a newline: the process's one line.
-	return fmt.Sprintf("create %s: %s (check the KAFKA_PROPERTY_*, KAFKA_CONSUMER_PROPERTY_* and KAFKA_PRODUCER_PROPERTY_* variables)", e.Client, strings.TrimSpace(e.Err.Error()))
+	where := "check the KAFKA_PROPERTY_*, KAFKA_CONSUMER_PROPERTY_* and KAFKA_PRODUCER_PROPERTY_* variables"
+	if len(e.variables) > 0 {
+		where = "set by " + strings.Join(e.variables, ", ")
+	}
+	return fmt.Sprintf("create %s: %s (%s)", e.Client, strings.TrimSpace(e.Err.Error()), where)
 }
 
 func (e *PropertyError) Unwrap() error { return e.Err }
 
 // Setting names the variables behind the error.
-func (e *PropertyError) Setting() string { return "KAFKA_*PROPERTY_*" }
+func (e *PropertyError) Setting() string {
+	if len(e.variables) > 0 {
+		return strings.Join(e.variables, ", ")
+	}
+	return "KAFKA_*PROPERTY_*"
+}
+
+// PropertyNames returns the names under which the refused property can be
+// set (librdkafka's, and its aliases), none when the message names none.
+func (e *PropertyError) PropertyNames() []string { return e.names }
+
+// SetVariables records the environment variables that set the property,
+// for the message: this package knows properties, not the variables an
+// operator sets them with.
+func (e *PropertyError) SetVariables(names ...string) { e.variables = names }
 
 // createError wraps the error of creating client.
 func createError(client string, err error) error {
 	var ke kafka.Error
 	if errors.As(err, &ke) && ke.Code() == kafka.ErrInvalidArg {
-		return &PropertyError{Client: client, Err: err}
+		return &PropertyError{Client: client, Err: err, names: namedProperty(ke.Error())}
 	}
 	return fmt.Errorf("create %s: %w", client, err)
+}
+
+// namedProperty finds the property librdkafka's refusal names: the first
+// quoted name (`Configuration property "linger.ms" value …`, `No such
+// configuration property: "foo.bar"`), or a leading name (`ssl.key.location
+// failed: …`). It returns that name, the name configMap keeps it under and
+// every alias of it; none when the message names no property.
+func namedProperty(msg string) []string {
+	var name string
+	if _, rest, ok := strings.Cut(msg, `"`); ok {
+		name, _, _ = strings.Cut(rest, `"`)
+	} else if first, _, ok := strings.Cut(msg, " "); ok && strings.Contains(first, ".") {
+		name = first
+	}
+	if name == "" || strings.ContainsAny(name, " :") {
+		return nil
+	}
+	canonical := canonicalProperty(name)
+	names := []string{canonical}
+	if name != canonical {
+		names = append(names, name)
+	}
+	for alias, to := range propertyAliases {
+		if to == canonical && alias != name {
+			names = append(names, alias)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
