@@ -18,10 +18,11 @@ import (
 	"github.com/pcp/route-processing/pkg/tracing"
 )
 
-// runIngest wires bin/ingestor: tracing and the Kafka clients first (a
-// setting they refuse stops the process before anything is logged), then
-// the HTTP endpoints (so /healthz and /metrics answer before Kafka or
-// PostgreSQL are reachable), the pool, and the ingest loop until ctx ends.
+// runIngest wires bin/ingestor: the HTTP listener, tracing and the Kafka
+// clients first (an address or a setting they refuse stops the process
+// before anything is logged), then HTTP serves (so /healthz and /metrics
+// answer before Kafka or PostgreSQL are reachable), the pool, and the
+// ingest loop until ctx ends.
 func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	cfg, err := config.LoadIngestor(environ)
 	if err != nil {

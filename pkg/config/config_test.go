@@ -121,6 +121,11 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"bootstrap unknown protocol", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=http://b:9092"}, false, "KAFKA_BOOTSTRAP_SERVERS"},
 		{"bootstrap host with a space", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=host with space:9092"}, false, "KAFKA_BOOTSTRAP_SERVERS"},
 		{"bootstrap host with a space, no port", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=b, host with space"}, false, "KAFKA_BOOTSTRAP_SERVERS"},
+		{"bootstrap protocol not security.protocol", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=SASL_SSL://b:9093"}, false, "KAFKA_BOOTSTRAP_SERVERS"},
+		{"bootstrap protocol not the producer's security.protocol", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=ssl://b:9093", "KAFKA_CONSUMER_PROPERTY_SECURITY_PROTOCOL=ssl"}, true, "KAFKA_BOOTSTRAP_SERVERS"},
+		{"bootstrap empty DNS label", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=a..b:9092"}, false, "KAFKA_BOOTSTRAP_SERVERS"},
+		{"bootstrap label starting with a dash", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=-b:9092"}, false, "KAFKA_BOOTSTRAP_SERVERS"},
+		{"GOGC beyond 32 bits", []string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=b", "GOGC=3000000000"}, false, "GOGC"},
 		{"blank consumer group", env("KAFKA_CONSUMER_GROUP=  "), false, "KAFKA_CONSUMER_GROUP"},
 		{"http addr without port", env("HTTP_ADDR=bad"), true, "HTTP_ADDR"},
 		{"http port out of range", env("HTTP_ADDR=:99999"), false, "HTTP_ADDR"},
@@ -177,10 +182,14 @@ func TestReasonsNameVariablesNotFields(t *testing.T) {
 // TestAcceptedEdgeValues: forms that must keep working.
 func TestAcceptedEdgeValues(t *testing.T) {
 	t.Parallel()
-	for _, bootstrap := range []string{"b:9092", "b", "b1:9092, b2:9092", "SASL_SSL://b:9093", "plaintext://b", "[::1]:9092", "[::1]", "10.0.0.1:1", "kafka-0.kafka_headless.ns.svc:9092"} {
-		_, err := LoadIngestor([]string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=" + bootstrap})
+	for _, bootstrap := range []string{"b:9092", "b", "b1:9092, b2:9092", "SASL_SSL://b:9093", "sasl_ssl://b", "[::1]:9092", "[::1]", "[fe80::1%eth0]:9092", "10.0.0.1:1", "kafka-0.kafka_headless.ns.svc:9092", "Kafka.Example.COM.:9092"} {
+		// A protocol prefix must be security.protocol's: set here for all.
+		_, err := LoadIngestor([]string{"DATABASE_URL=postgres://x", "KAFKA_PROPERTY_SECURITY_PROTOCOL=SASL_SSL", "KAFKA_BOOTSTRAP_SERVERS=" + bootstrap})
 		require.NoError(t, err, bootstrap)
 	}
+	_, err := LoadIngestor([]string{"DATABASE_URL=postgres://x", "KAFKA_BOOTSTRAP_SERVERS=PLAINTEXT://b:9092"})
+	require.NoError(t, err, "plaintext is librdkafka's default security.protocol")
+
 	for _, addr := range []string{":8080", "127.0.0.1:0", "[::]:9000", "localhost:8080"} {
 		_, err := LoadRelay(env("HTTP_ADDR=" + addr))
 		require.NoError(t, err, addr)

@@ -1,9 +1,12 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -56,7 +59,7 @@ func (r *reader) common() Common {
 		MessageKey:              r.oneOf("OUTBOX_MESSAGE_KEY", passport.KeyTraceID, passport.KeyTraceID, passport.KeyRouteID),
 	}
 	c.kafkaVars = r.kafkaVars
-	r.bootstrapServers("KAFKA_BOOTSTRAP_SERVERS", c.KafkaBootstrapServers)
+	r.bootstrapServers("KAFKA_BOOTSTRAP_SERVERS", c.KafkaBootstrapServers, securityProtocols(c))
 	r.distinctTopics(c)
 	r.goGC("GOGC")
 	return c
@@ -64,14 +67,14 @@ func (r *reader) common() Common {
 
 // goGC checks GOGC, which the Go runtime reads before the program starts
 // (pkg/gctune applies the service's default when it is unset): "off", or
-// a percentage. The runtime takes any other text for 100, and a negative
-// number for off, without a word.
+// a percentage. The runtime takes any other text, and a number beyond 32
+// bits, for 100, and a negative number for off, without a word.
 func (r *reader) goGC(name string) {
 	v := r.str(name, "")
 	if v == "" || v == "off" {
 		return
 	}
-	if n, err := strconv.Atoi(v); err != nil || n < 0 {
+	if n, err := strconv.ParseInt(v, 10, 32); err != nil || n < 0 {
 		r.fail(name, fmt.Sprintf("%q is neither off nor a percentage (a whole number, 0 or more)", v))
 	}
 }
@@ -126,17 +129,39 @@ func (r *reader) topic(name, def string) string {
 // entries, each optionally prefixed with a protocol (SASL_SSL://host:9093),
 // IPv6 hosts in brackets. librdkafka itself takes a malformed list without
 // an error and then waits forever for brokers it cannot name.
-func (r *reader) bootstrapServers(name, list string) {
+// securityProtocols are the security.protocol values, lower case, of the
+// consumer and producer properties (librdkafka's default: plaintext).
+func securityProtocols(c Common) []string {
+	var out []string
+	for _, props := range []map[string]string{c.ConsumerProperties(), c.ProducerProperties()} {
+		p := strings.ToLower(cmp.Or(props["security.protocol"], "plaintext"))
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (r *reader) bootstrapServers(name, list string, securityProtocols []string) {
 	if r.err != nil || strings.TrimSpace(list) == "" {
 		return // already reported (required)
 	}
 	for i, entry := range strings.Split(list, ",") {
 		entry = strings.TrimSpace(entry)
 		if proto, rest, ok := strings.Cut(entry, "://"); ok {
+			// librdkafka stops reading the list at an entry whose protocol
+			// it does not take, or that is not security.protocol: that
+			// entry and those after it are dropped, and with none left it
+			// runs with no broker.
 			if !brokerProtocols[strings.ToLower(proto)] {
-				// librdkafka drops such an entry and runs with no broker.
 				r.fail(name, fmt.Sprintf("entry %d has the protocol %q; librdkafka takes plaintext, ssl, sasl_plaintext or sasl_ssl (set security.protocol with KAFKA_PROPERTY_SECURITY_PROTOCOL)", i+1, proto))
 				return
+			}
+			for _, sp := range securityProtocols {
+				if !strings.EqualFold(proto, sp) {
+					r.fail(name, fmt.Sprintf("entry %d has the protocol %q, but security.protocol is %q: librdkafka would drop it and the entries after it (set KAFKA_PROPERTY_SECURITY_PROTOCOL, or leave the prefix out)", i+1, proto, sp))
+					return
+				}
 			}
 			entry = rest
 		}
@@ -168,21 +193,26 @@ func (r *reader) bootstrapServers(name, list string) {
 // server, in lower case (it takes any letter case).
 var brokerProtocols = map[string]bool{"plaintext": true, "ssl": true, "sasl_plaintext": true, "sasl_ssl": true}
 
-// validBrokerHost reports whether host is an IP address or a DNS name:
-// letters, digits, '-', '_' and '.', not empty. White space or other
-// characters would make librdkafka retry a name no resolver answers.
+// validBrokerHost reports whether host is an IP address (an IPv6 one
+// with a zone too) or a DNS name: labels of letters, digits, '-' and '_',
+// none empty or starting with '-', and an optional final dot. White space
+// or other characters would make librdkafka retry a name no resolver
+// answers.
 func validBrokerHost(host string) bool {
-	if net.ParseIP(host) != nil {
+	if _, err := netip.ParseAddr(host); err == nil {
 		return true
 	}
-	if host == "" {
-		return false
-	}
-	for _, c := range host {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.':
-		default:
+	labels := strings.Split(strings.TrimSuffix(host, "."), ".")
+	for _, l := range labels {
+		if l == "" || l[0] == '-' {
 			return false
+		}
+		for _, c := range l {
+			switch {
+			case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+			default:
+				return false
+			}
 		}
 	}
 	return true

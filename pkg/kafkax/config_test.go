@@ -119,11 +119,13 @@ func TestNamedProperty(t *testing.T) {
 	t.Parallel()
 	for msg, want := range map[string][]string{
 		`Configuration property "queue.buffering.max.ms" value -5 is outside allowed range 0..900000`: {"linger.ms", "queue.buffering.max.ms"},
-		`No such configuration property: "foo.bar"`:                                                    {"foo.bar"},
+		`No such configuration property: "foo.bar"`:                                                   {"foo.bar"},
 		`ssl.certificate.location failed: error:0A080002:SSL routines::system lib`:                    {"ssl.certificate.location"},
 		`Expected bool value for "socket.keepalive.enable": true or false`:                            {"socket.keepalive.enable"},
 		`Invalid value for configuration property "sasl.mechanism"`:                                   {"sasl.mechanism", "sasl.mechanisms"},
-		`Java JAAS configuration is not supported`:                                                     nil,
+		`Invalid value "bogus" for configuration property "debug"`:                                    {"debug"},
+		`Unsupported value "linger.ms" for configuration property "compression.codec": not built in`:  {"compression.codec", "compression.type"},
+		`Java JAAS configuration is not supported`:                                                    nil,
 	} {
 		require.Equal(t, want, namedProperty(msg), msg)
 	}

@@ -214,14 +214,24 @@ func createError(client string, err error) error {
 	return fmt.Errorf("create %s: %w", client, err)
 }
 
-// namedProperty finds the property librdkafka's refusal names: the first
-// quoted name (`Configuration property "linger.ms" value …`, `No such
-// configuration property: "foo.bar"`), or a leading name (`ssl.key.location
-// failed: …`). It returns that name, the name configMap keeps it under and
+// namedProperty finds the property librdkafka's refusal names: the quoted
+// name after "property" (`Configuration property "linger.ms" value …`, `No
+// such configuration property: "foo.bar"`, `Invalid value "x" for
+// configuration property "debug"`), else the first quoted one, else a
+// leading name (`ssl.key.location failed: …`). It returns that name, the name configMap keeps it under and
 // every alias of it; none when the message names no property.
 func namedProperty(msg string) []string {
 	var name string
-	if _, rest, ok := strings.Cut(msg, `"`); ok {
+	quoted := msg
+	// `Invalid value "x" for configuration property "p"`: the value is
+	// quoted first.
+	for _, marker := range []string{`property "`, `property: "`} {
+		if _, rest, ok := strings.Cut(msg, marker); ok {
+			quoted = `"` + rest
+			break
+		}
+	}
+	if _, rest, ok := strings.Cut(quoted, `"`); ok {
 		name, _, _ = strings.Cut(rest, `"`)
 	} else if first, _, ok := strings.Cut(msg, " "); ok && strings.Contains(first, ".") {
 		name = first

@@ -41,16 +41,25 @@ func (r *Relay) watchControl(ctx context.Context) {
 // showDBWhileNoClaims reports the database's state from the pause-flag
 // read while no claim runs (Kafka down, so claims wait): otherwise
 // /readyz would say "not connected yet" of a database that answers, or of
-// one that was never migrated. Once claims run, they own the state.
+// one that was never migrated. A failure of the read is shown as any
+// other; a success clears only what the read itself (or the start) showed,
+// never a failure another call reported (a release retried until its
+// lease ends, a write refused while reads pass), which would make /readyz
+// alternate. Once claims run, they own the state.
 func (r *Relay) showDBWhileNoClaims(ctx context.Context, err error) {
 	if !r.kafkaDown.Load() || ctx.Err() != nil {
 		return
 	}
 	if err != nil {
+		r.dbUp.Store(false) // the next successful claim reports ready again
 		r.setDBReady("read the pause flag", err)
+		r.dbByControl.Store(true)
 		return
 	}
-	r.setReady("postgres", "")
+	if r.dbByControl.Load() {
+		r.setDBReady("", nil)
+		r.dbByControl.Store(true)
+	}
 }
 
 // refreshGauges keeps the pending, table and index gauges current with

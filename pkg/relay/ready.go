@@ -25,6 +25,7 @@ func (r *Relay) setReady(component, reason string) {
 // pgx's message, which names the user, the database and the host; the log
 // has the whole error. during, when not "", says what was under way.
 func (r *Relay) setDBReady(during string, err error) {
+	r.dbByControl.Store(false)
 	reason := dbSymptom(err)
 	if reason != "" && during != "" {
 		reason = during + ": " + reason

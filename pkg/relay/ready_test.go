@@ -2,14 +2,20 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/url"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/backoff"
+	"github.com/pcp/route-processing/pkg/obs"
+	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/store"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
@@ -61,4 +67,47 @@ func TestDBSymptomHidesConnectionDetails(t *testing.T) {
 	_, err = pool.Exec(ctx, "select 1 from route_passport_outbox")
 	require.Error(t, err)
 	require.Equal(t, "schema missing or older than this build (SQLSTATE 42P01): run `ingestor migrate`", dbSymptom(err))
+}
+
+// pausedOutbox reads the pause flag as set and answers, like a database
+// that serves reads.
+type pausedOutbox struct{ fakeOutbox }
+
+func (p *pausedOutbox) Control(context.Context) (outbox.Control, error) {
+	return outbox.Control{Paused: true}, nil
+}
+
+// While Kafka is down the pause-flag read reports the database, but never
+// over a failure another call reported: a paused relay whose release keeps
+// failing (a read-only database answers reads) stays not ready instead of
+// alternating with each read. And a failed read clears dbUp, so that the
+// first successful claim once both are back reports ready again (it stayed
+// not ready for good after a partition healed both at once).
+func TestPauseFlagReadReportsTheDatabaseWithoutOverriding(t *testing.T) {
+	t.Parallel()
+	ready := obs.NewReadiness(prometheus.NewRegistry(), "x")
+	r, err := New(slog.New(slog.NewTextHandler(io.Discard, nil)), &pausedOutbox{}, &fakePublisher{},
+		Config{Readiness: ready, PollInterval: 100 * time.Millisecond, ProbeMaxBackoff: 50 * time.Millisecond})
+	require.NoError(t, err)
+	r.paused.Store(true)
+	r.kafkaDown.Store(true)
+	r.setKafkaReady(errors.New("no broker answers"))
+	r.setReady("postgres", "not connected yet")
+	r.dbByControl.Store(true)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	go r.watchControl(ctx)
+	go r.retryDB(ctx, time.Now().Add(time.Minute), "release rows", func(context.Context) error {
+		return errors.New("cannot execute UPDATE in a read-only transaction (SQLSTATE 25006)")
+	})
+	time.Sleep(200 * time.Millisecond) // the release has failed once
+	for ctx.Err() == nil {
+		require.Error(t, ready.Check(), "ready while every release fails")
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	r.dbUp.Store(true)
+	r.showDBWhileNoClaims(context.Background(), errors.New("connection refused"))
+	require.False(t, r.dbUp.Load(), "a failed read leaves the next successful claim to report ready")
 }

@@ -94,6 +94,10 @@ type Relay struct {
 	outage    chan struct{} // a confirmed outage, for the prober (outage.go)
 	dbDown    atomic.Bool   // an outage was logged
 	dbUp      atomic.Bool   // "postgres" is reported ready
+	// dbByControl: the "postgres" state shown is the pause-flag read's or
+	// the initial one, which that read may replace (showDBWhileNoClaims);
+	// any other report (setDBReady) takes the state over.
+	dbByControl atomic.Bool
 	// claimsTimedOut counts the claims in a row that ran out their bound
 	// while "postgres" was not ready (claimCall).
 	claimsTimedOut atomic.Int32
@@ -153,6 +157,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	// claimed while Kafka is unreachable would only be given back), and
 	// "postgres" turns ready with the first successful claim.
 	r.setReady("postgres", "not connected yet")
+	r.dbByControl.Store(true)
 	r.kafkaDown.Store(true)
 	r.setKafkaReady(errors.New("not probed yet"))
 	var wg sync.WaitGroup

@@ -62,7 +62,7 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 			if r.dbDown.Swap(false) {
 				log.InfoContext(ctx, "database reachable again")
 			}
-			r.setReady("postgres", "")
+			r.setDBReady("", nil)
 		}
 		if polled {
 			r.notePoll(ctx, prevClaim, claimed, rows)

@@ -10,8 +10,9 @@ import (
 
 // conflictRetries is how many times a transaction that lost a race with a
 // concurrent one (KindConflict) is run again before its error is returned,
-// each after a pause of the shared backoff, from 1 ms doubling up to
-// conflictMaxPause. The callers run again at read committed, where a
+// each after a pause of the shared backoff (equal jitter: between half
+// and all of 1 ms, doubling up to conflictMaxPause; at most 31 ms
+// over the five). The callers run again at read committed, where a
 // serialization failure cannot recur; a deadlock can, rarely.
 const conflictRetries = 5
 
