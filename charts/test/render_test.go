@@ -275,6 +275,8 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"EventsIntoTheDeadLetters", []string{"--set", "topics.routeGeoreference=dlq", "--set", "topics.inputDlq=dlq"}, "topics.routeGeoreference must differ from topics.inputDlq"},
 		{"BootstrapPortNotANumber", []string{"--set", "kafka.bootstrapServers=kafka:abc"}, "bootstrapServers"},
 		{"BootstrapBareIPv6", []string{"--set", "kafka.bootstrapServers=fe80::1:9092"}, "bootstrapServers"},
+		{"BootstrapUnknownProtocol", []string{"--set", "kafka.bootstrapServers=http://kafka:9092"}, "bootstrapServers"},
+		{"BootstrapHostWithASlash", []string{"--set", "kafka.bootstrapServers=kafka/x:9092"}, "bootstrapServers"},
 		{"BlankConsumerGroup", []string{"--set", "kafka.consumerGroup=  "}, "consumerGroup"},
 		{"MaxAttemptsAboveTheRelaysBound", []string{"--set", "outbox.maxAttempts=2000000"}, "maxAttempts"},
 		{"IngestBatchAboveTheIngestorsBound", []string{"--set", "ingestor.batchSize=100001"}, "/ingestor/batchSize"},
@@ -325,13 +327,22 @@ func TestSchemaAcceptsNearMisses(t *testing.T) {
 		{"--set", "ingestor.keda.trigger=kafka"},
 		{"--set", "ingestor.keda.query=sum(kafka_consumergroup_lag{consumergroup=\"pcp-route-processing-service\"})"},
 	} {
-		r := render(t, append([]string{"-f", ciValues("default"), "--set", "prometheusRule.enabled=true",
+		r := render(t, append([]string{"-f", ciValues("default"), "--set", "prometheusRule.enabled=true", "--set", "serviceMonitor.enabled=true",
 			"--set", "ingestor.keda.enabled=true", "--set", "ingestor.keda.minReplicaCount=0"}, extra...)...)
 		require.EqualValues(t, 0, customField(t, r.custom["ScaledObject"][ingestorName], "spec", "minReplicaCount"), "%v", extra)
 		// Zero ingestor pods is then by design: no absence alert.
 		require.NotContains(t, alertExprs(t, r), "PcpIngestorAbsent", "%v", extra)
 		require.Contains(t, alertExprs(t, r), "PcpOutboxRelayAbsent", "%v", extra)
 	}
+
+	// Without the chart's ServiceMonitor nothing gets the job the absence
+	// alerts select: scraped another way, they would fire for ever.
+	r = render(t, "-f", ciValues("default"), "--set", "prometheusRule.enabled=true")
+	require.NotContains(t, alertExprs(t, r), "PcpIngestorAbsent")
+	require.NotContains(t, alertExprs(t, r), "PcpOutboxRelayAbsent")
+	require.Contains(t, alertExprs(t, r), "PcpOutboxRelayNotReady")
+	// An IPv6 broker with a zone, and a protocol prefix, are accepted.
+	render(t, "-f", ciValues("default"), "--set", `kafka.bootstrapServers=SASL_SSL://[fe80::1%eth0]:9092\,b.example:9093`)
 }
 
 // TestNumbersFromValuesFiles: Helm reads every number of a values file as
