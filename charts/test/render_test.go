@@ -389,19 +389,27 @@ func TestNumbersFromValuesFiles(t *testing.T) {
 // alertExprs returns alert name -> expr of the rendered PrometheusRule.
 func alertExprs(t *testing.T, r *rendered) map[string]string {
 	t.Helper()
+	exprs := map[string]string{}
+	for _, rule := range alertRules(t, r) {
+		alert, _ := customField(t, rule, "alert").(string)
+		expr, _ := customField(t, rule, "expr").(string)
+		exprs[alert] = strings.TrimSpace(expr)
+	}
+	return exprs
+}
+
+// alertRules is every rule of the rendered PrometheusRule, in order.
+func alertRules(t *testing.T, r *rendered) []any {
+	t.Helper()
 	pr := r.custom["PrometheusRule"][fullname]
 	require.NotNil(t, pr, "no PrometheusRule rendered")
-	exprs := map[string]string{}
+	var all []any
 	groups, _ := customField(t, pr, "spec", "groups").([]any)
 	for _, g := range groups {
 		rules, _ := customField(t, g, "rules").([]any)
-		for _, rule := range rules {
-			alert, _ := customField(t, rule, "alert").(string)
-			expr, _ := customField(t, rule, "expr").(string)
-			exprs[alert] = strings.TrimSpace(expr)
-		}
+		all = append(all, rules...)
 	}
-	return exprs
+	return all
 }
 
 // TestLabelsSetTwice: a label in commonLabels and a pod's podLabels, or one of
@@ -864,22 +872,16 @@ func TestAllFeatures(t *testing.T) {
 	})
 
 	t.Run("PrometheusRule", func(t *testing.T) {
-		pr := r.custom["PrometheusRule"][fullname]
-		require.NotNil(t, pr)
 		exprs := map[string]string{}
-		groups, _ := customField(t, pr, "spec", "groups").([]any)
-		for _, g := range groups {
-			rules, _ := customField(t, g, "rules").([]any)
-			for _, rule := range rules {
-				alert, _ := customField(t, rule, "alert").(string)
-				expr, _ := customField(t, rule, "expr").(string)
-				require.NotEmpty(t, alert)
-				require.NotEmpty(t, customField(t, rule, "labels", "severity"), "alert %s severity", alert)
-				require.Equal(t, "routes", customField(t, rule, "labels", "team"), "alert %s alertLabels", alert)
-				require.NotEmpty(t, customField(t, rule, "annotations", "summary"), "alert %s summary", alert)
-				requireBalanced(t, alert, expr)
-				exprs[alert] = expr
-			}
+		for _, rule := range alertRules(t, r) {
+			alert, _ := customField(t, rule, "alert").(string)
+			expr, _ := customField(t, rule, "expr").(string)
+			require.NotEmpty(t, alert)
+			require.NotEmpty(t, customField(t, rule, "labels", "severity"), "alert %s severity", alert)
+			require.Equal(t, "routes", customField(t, rule, "labels", "team"), "alert %s alertLabels", alert)
+			require.NotEmpty(t, customField(t, rule, "annotations", "summary"), "alert %s summary", alert)
+			requireBalanced(t, alert, expr)
+			exprs[alert] = expr
 		}
 		want := map[string]string{ // alert -> metric it must watch
 			"PcpOutboxRowsFailed":               "route_passport_outbox_failed_rows",
