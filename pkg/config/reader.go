@@ -32,7 +32,7 @@ func newReader(environ []string) *reader {
 			env[k] = v
 		}
 	}
-	return &reader{env: env}
+	return &reader{env: env, kafkaVars: map[string][]string{}}
 }
 
 func (r *reader) fail(name, reason string) {
@@ -126,22 +126,10 @@ func (r *reader) topic(name, def string) string {
 }
 
 // bootstrapServers checks a broker list: comma-separated host[:port]
-// entries, each optionally prefixed with a protocol (SASL_SSL://host:9093),
-// IPv6 hosts in brackets. librdkafka itself takes a malformed list without
-// an error and then waits forever for brokers it cannot name.
-// securityProtocols are the security.protocol values, lower case, of the
-// consumer and producer properties (librdkafka's default: plaintext).
-func securityProtocols(c Common) []string {
-	var out []string
-	for _, props := range []map[string]string{c.ConsumerProperties(), c.ProducerProperties()} {
-		p := strings.ToLower(cmp.Or(props["security.protocol"], "plaintext"))
-		if !slices.Contains(out, p) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
+// entries, each optionally prefixed with a protocol (SASL_SSL://host:9093)
+// that every client's security.protocol must be, IPv6 hosts in brackets.
+// librdkafka itself takes a malformed list without an error and then waits
+// forever for brokers it cannot name.
 func (r *reader) bootstrapServers(name, list string, securityProtocols []string) {
 	if r.err != nil || strings.TrimSpace(list) == "" {
 		return // already reported (required)
@@ -187,6 +175,19 @@ func (r *reader) bootstrapServers(name, list string, securityProtocols []string)
 			return
 		}
 	}
+}
+
+// securityProtocols are the security.protocol values, lower case, of the
+// consumer and producer properties (librdkafka's default: plaintext).
+func securityProtocols(c Common) []string {
+	var out []string
+	for _, props := range []map[string]string{c.ConsumerProperties(), c.ProducerProperties()} {
+		p := strings.ToLower(cmp.Or(props["security.protocol"], "plaintext"))
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // brokerProtocols are the prefixes librdkafka accepts on a bootstrap
@@ -341,9 +342,6 @@ func (r *reader) kafkaProperties(prefix string) map[string]string {
 			continue
 		}
 		props[name] = r.env[k]
-		if r.kafkaVars == nil {
-			r.kafkaVars = map[string][]string{}
-		}
 		r.kafkaVars[name] = append(r.kafkaVars[name], k)
 	}
 	return props

@@ -218,8 +218,9 @@ func createError(client string, err error) error {
 // name after "property" (`Configuration property "linger.ms" value …`, `No
 // such configuration property: "foo.bar"`, `Invalid value "x" for
 // configuration property "debug"`), else the first quoted one, else a
-// leading name (`ssl.key.location failed: …`). It returns that name, the name configMap keeps it under and
-// every alias of it; none when the message names no property.
+// leading name (`ssl.key.location failed: …`). It returns that name, the
+// name configMap keeps it under and every alias of it; none when the
+// message names no property.
 func namedProperty(msg string) []string {
 	var name string
 	quoted := msg
