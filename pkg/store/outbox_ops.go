@@ -55,10 +55,7 @@ on conflict (id) do update set paused = $1,
 		if err != nil {
 			return fmt.Errorf("upsert outbox_relay_control: %w", err)
 		}
-		if _, err := tx.Exec(ctx, notifySQL, NotifyChannel); err != nil {
-			return fmt.Errorf("notify %s: %w", NotifyChannel, err)
-		}
-		return nil
+		return notify(ctx, tx)
 	})
 	if err != nil {
 		return fmt.Errorf("set the relays' pause flag: %w", err)
@@ -68,8 +65,12 @@ on conflict (id) do update set paused = $1,
 
 // Notify sends one notification on NotifyChannel, as a write does; the
 // relay sends it to check that its LISTEN hears.
-func (o *Outbox) Notify(ctx context.Context) error {
-	if _, err := o.pool.Exec(ctx, notifySQL, NotifyChannel); err != nil {
+func (o *Outbox) Notify(ctx context.Context) error { return notify(ctx, o.pool) }
+
+// notify sends one notification on NotifyChannel through q: at once on the
+// pool, at its commit in a transaction.
+func notify(ctx context.Context, q querier) error {
+	if _, err := q.Exec(ctx, notifySQL, NotifyChannel); err != nil {
 		return fmt.Errorf("notify %s: %w", NotifyChannel, err)
 	}
 	return nil
@@ -294,9 +295,7 @@ where `+where+` and not `+inFlight, args...)
 			}
 		}
 		if res.Requeued > 0 {
-			if _, err := tx.Exec(ctx, notifySQL, NotifyChannel); err != nil {
-				return fmt.Errorf("notify %s: %w", NotifyChannel, err)
-			}
+			return notify(ctx, tx)
 		}
 		return nil
 	})
