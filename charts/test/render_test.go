@@ -15,6 +15,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -90,6 +91,7 @@ type rendered struct {
 	configMaps   map[string]*corev1.ConfigMap
 	jobs         map[string]*batchv1.Job
 	accounts     map[string]*corev1.ServiceAccount
+	netpols      map[string]*networkingv1.NetworkPolicy
 	custom       map[string]map[string]map[string]any // kind -> name -> object
 	kindsInOrder []string
 }
@@ -109,6 +111,7 @@ func render(t *testing.T, args ...string) *rendered {
 		configMaps:  map[string]*corev1.ConfigMap{},
 		jobs:        map[string]*batchv1.Job{},
 		accounts:    map[string]*corev1.ServiceAccount{},
+		netpols:     map[string]*networkingv1.NetworkPolicy{},
 		custom:      map[string]map[string]map[string]any{},
 	}
 	for _, doc := range docSep.Split(out, -1) {
@@ -150,6 +153,9 @@ func render(t *testing.T, args ...string) *rendered {
 		case "v1/ServiceAccount":
 			o := &corev1.ServiceAccount{}
 			r.accounts[head.Metadata.Name], target = o, o
+		case "networking.k8s.io/v1/NetworkPolicy":
+			o := &networkingv1.NetworkPolicy{}
+			r.netpols[head.Metadata.Name], target = o, o
 		case "monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule", "keda.sh/v1alpha1/ScaledObject":
 			// Schema-checked by kubeconform against the CRDs; here the fields
 			// the assertions need are checked by hand.
