@@ -58,23 +58,40 @@ func (d *decoder) geometry() (string, *ContractError) {
 		Validate() error
 		AppendWKT([]byte) []byte
 	}
+	var polys []geom.Polygon
 	if typ == "Polygon" {
 		poly, err := w.polygon(csp, 0)
 		if err != nil {
 			return "", err
 		}
-		g = poly
+		g, polys = poly, []geom.Polygon{poly}
 	} else {
 		mp, err := w.multiPolygon(csp)
 		if err != nil {
 			return "", err
 		}
-		g = mp
+		g, polys = mp, mp.Dump()
+	}
+	if err := checkRingPairWork(polys); err != nil {
+		return "", err
 	}
 	if err := validate(g.Validate); err != nil {
-		return "", fieldErr(fGeometry, "not a valid polygon by OGC simple-feature rules: "+withoutLocation(err.Error()))
+		return "", invalidGeometry(withoutLocation(err.Error()))
+	}
+	for i, p := range polys {
+		if v := checkHoles(p); v != "" {
+			if typ == "MultiPolygon" {
+				// As the library words a member's violation.
+				v = "validating polygon at index " + strconv.Itoa(i) + ": " + v
+			}
+			return "", invalidGeometry(v)
+		}
 	}
 	return string(g.AppendWKT(make([]byte, 0, 32+len(w.coords)*12))), nil
+}
+
+func invalidGeometry(reason string) *ContractError {
+	return fieldErr(fGeometry, "not a valid polygon by OGC simple-feature rules: "+reason)
 }
 
 // withoutLocation drops the library's " (at or near (x y))" suffix: the
