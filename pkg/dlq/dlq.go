@@ -147,15 +147,21 @@ type Info struct {
 	ValueOmittedBytes int
 }
 
-// Decode reads the dead-letter headers. When a header occurs more than once,
-// the last one wins: a record that was dead-lettered, replayed by another
-// tool without stripping, and dead-lettered again carries the old headers
-// first and the latest ones after them.
+// Decode reads the dead-letter headers. Letter appends them after the
+// original's as one block that starts with HeaderOriginalTopic, so each
+// HeaderOriginalTopic starts the reading afresh: what came before it is
+// the original record's, which may carry dead-letter headers of its own (a
+// record dead-lettered, replayed by another tool without stripping, and
+// dead-lettered again; or a producer's), and a header of that earlier block
+// the latest one lacks (pcp-error-field, absent when the field is unknown)
+// must not be read as the latest one's. Within a block, a header that
+// occurs more than once is read last-wins.
 func Decode(hs []record.Header) Info {
 	info := Info{OriginalPartition: -1, OriginalOffset: -1}
 	for _, h := range hs {
 		switch h.Key {
 		case HeaderOriginalTopic:
+			info = Info{OriginalPartition: -1, OriginalOffset: -1}
 			info.OriginalTopic = string(h.Value)
 		case HeaderOriginalPartition:
 			info.OriginalPartition = -1

@@ -105,6 +105,12 @@ func TestDecode(t *testing.T) {
 			}(),
 		},
 		{
+			name: "a block's absent field is not taken from an earlier block",
+			headers: append(dlqHeaders("RETRYABLE", "data.properties.platform"),
+				dlqHeaders("CONTRACT", "")[:9]...),
+			want: Decode(dlqHeaders("CONTRACT", "")[:9]),
+		},
+		{
 			name: "names are case-sensitive",
 			headers: []record.Header{
 				h("PCP-ERROR-CATEGORY", []byte("CONTRACT")),
@@ -193,6 +199,26 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A record that arrives carrying dead-letter headers (a producer's, or an
+// earlier dead-lettering's that a replay kept) is decoded as this
+// dead-lettering says: with no field known, none, not the one it carried.
+// The carried headers stay on the record, as contract §4 keeps them.
+func TestDecodeReadsTheLatestLetter(t *testing.T) {
+	t.Parallel()
+	orig := record.Record{Topic: "in", Partition: 1, Offset: 2, Value: []byte("not json"),
+		Headers: []record.Header{
+			h(HeaderErrorField, []byte("data.properties.platform")),
+			h(HeaderErrorCategory, []byte("RETRYABLE")),
+			h(HeaderExceptionMessage, []byte("spoof")),
+		}}
+	l := Letter("dlq", orig, "group", Reason{FQCN: FQCNContractViolation, Message: "record value is not valid JSON", Category: CategoryContract})
+	info := Decode(l.Headers)
+	require.Empty(t, info.Field)
+	require.Equal(t, CategoryContract, info.Category)
+	require.Equal(t, "record value is not valid JSON", info.ExceptionMessage)
+	require.Equal(t, orig.Headers, l.Headers[:len(orig.Headers)])
 }
 
 // What Letter writes, Decode reads back, and Strip gives back the
