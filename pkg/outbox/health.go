@@ -6,8 +6,9 @@ import "time"
 // behind the outbox: the things that make a SKIP LOCKED queue slow down
 // before anything fails.
 type TableHealth struct {
-	// OldestXactAge is the age of the oldest transaction or snapshot on the
-	// database that holds back the xmin horizon (0 when none): while it
+	// OldestXactAge is the age of the oldest transaction, snapshot or
+	// prepared transaction on the database that holds back the xmin horizon
+	// (0 when none): while it
 	// lives, vacuum cannot remove the dead tuples of published rows, and
 	// every claim scans past them.
 	OldestXactAge time.Duration

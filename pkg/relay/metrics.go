@@ -109,7 +109,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		oldestXactAge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "route_passport_db_oldest_xact_age_seconds",
-			Help: "Age of the oldest transaction or snapshot on the database holding back the xmin horizon (vacuum), 0 when none (refreshed with the pending gauges).",
+			Help: "Age of the oldest transaction, snapshot or prepared transaction on the database holding back the xmin horizon (vacuum), 0 when none (refreshed with the pending gauges).",
 		}),
 		liveTuples: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "route_passport_outbox_live_tuples",

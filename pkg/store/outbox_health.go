@@ -12,18 +12,24 @@ import (
 // enough for the gauges' cadence.
 //
 // The xmin horizon is held back by any backend of this database with a
-// backend_xmin (an open transaction or snapshot: its age is taken from
-// xact_start) and by walsenders with one (hot_standby_feedback, or a slot's
-// active sender: from the last state change). The own backend is left out:
-// this statement has a snapshot too. A replication slot with no active
-// sender pins xmin as well, but its xid cannot be dated without
-// track_commit_timestamp, so it is not counted here.
+// backend_xmin (an open snapshot) or a backend_xid (a transaction that has
+// written, even one idle in read committed, which holds no snapshot between
+// statements: the forgotten psql session of the runbook), its age taken
+// from xact_start; by walsenders with one (hot_standby_feedback, or a
+// slot's active sender: from the last state change); and by prepared
+// transactions of this database (from when they were prepared). The own
+// backend is left out: this statement has a snapshot too. A replication
+// slot with no active sender pins xmin as well, but its xid cannot be dated
+// without track_commit_timestamp, so it is not counted here. least()
+// ignores the NULL of a kind that holds nothing.
 const tableHealthSQL = `
 select
-    coalesce((select extract(epoch from now() - min(coalesce(xact_start, state_change, backend_start)))
-              from pg_stat_activity
-              where backend_xmin is not null and pid <> pg_backend_pid()
-                and (datname = current_database() or backend_type = 'walsender')), 0)::float8,
+    coalesce(extract(epoch from now() - least(
+        (select min(coalesce(xact_start, state_change, backend_start))
+         from pg_stat_activity
+         where (backend_xmin is not null or backend_xid is not null) and pid <> pg_backend_pid()
+           and (datname = current_database() or backend_type = 'walsender')),
+        (select min(prepared) from pg_prepared_xacts where database = current_database()))), 0)::float8,
     coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0),
     pg_total_relation_size('route_passport_outbox'::regclass)
 from (select 1) as one

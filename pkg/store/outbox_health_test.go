@@ -1,14 +1,18 @@
 package store_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/relay/relaytest"
+	"github.com/pcp/route-processing/pkg/store"
+	"github.com/pcp/route-processing/pkg/testenv"
 )
 
 // TestOutboxTableHealth: a REPEATABLE READ snapshot held open shows as the
@@ -46,4 +50,55 @@ func TestOutboxTableHealth(t *testing.T) {
 		require.NoError(t, err)
 		return h.OldestXactAge < time.Second && h.DeadTuples >= 2
 	}, 30*time.Second, 200*time.Millisecond, "the snapshot released; the deleted rows counted dead")
+}
+
+// TestOutboxTableHealthCountsIdleWriters: a read-committed transaction that
+// has written and sits idle holds no snapshot (no backend_xmin) but its xid
+// holds the horizon back all the same (the forgotten psql session); so
+// does a prepared transaction. Both show as the oldest transaction's age.
+func TestOutboxTableHealthCountsIdleWriters(t *testing.T) {
+	t.Parallel()
+	t.Run("idle in transaction", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setupOutbox(t)
+		tx, err := b.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, `select pg_current_xact_id()`) // assigns the xid; no snapshot is kept after it
+		require.NoError(t, err)
+		time.Sleep(1500 * time.Millisecond)
+		h, err := b.outbox.TableHealth(ctx)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, h.OldestXactAge, time.Second, "the idle writer")
+		require.NoError(t, tx.Rollback(ctx))
+		h, err = b.outbox.TableHealth(ctx)
+		require.NoError(t, err)
+		require.Less(t, h.OldestXactAge, time.Second, "gone with it")
+	})
+	t.Run("prepared", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{Settings: map[string]string{"max_prepared_transactions": "2"}})
+		pool, err := pgxpool.New(ctx, pg.CreateDatabase(t, "health", true))
+		require.NoError(t, err)
+		defer pool.Close()
+		o := store.NewOutbox(pool)
+		conn, err := pool.Acquire(ctx)
+		require.NoError(t, err)
+		defer conn.Release()
+		for _, q := range []string{`begin`, `select pg_current_xact_id()`, `prepare transaction 'held'`} {
+			_, err := conn.Exec(ctx, q)
+			require.NoError(t, err, q)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		h, err := o.TableHealth(ctx)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, h.OldestXactAge, time.Second, "the prepared transaction")
+		_, err = pool.Exec(ctx, `rollback prepared 'held'`)
+		require.NoError(t, err)
+		h, err = o.TableHealth(ctx)
+		require.NoError(t, err)
+		require.Less(t, h.OldestXactAge, time.Second, "gone with it")
+	})
 }
