@@ -473,6 +473,47 @@ func TestFakeAssignedDuringOutage(t *testing.T) {
 	require.Eventually(t, func() bool { return s.routes() == 40 }, 10*time.Second, 10*time.Millisecond)
 }
 
+// The lag of each assigned partition shows while an outage at start keeps
+// anything from being committed: the backlog that builds is what the lag
+// alert and the autoscaler watch. (No series appeared before the first
+// commit of the assignment.)
+func TestFakeLagShowsBeforeTheFirstCommit(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0, 1)
+	c.add(0, values(t, 7)...)
+	c.add(1, values(t, 5)...)
+	s := newFakeStore()
+	s.setFail(func([]passport.Accepted) error { return errDown })
+	s.setPingFail(func() error { return errDown })
+	r := startFake(t, c, s, &fakeDLQ{})
+	lag := func() map[string]float64 {
+		out := map[string]float64{}
+		mfs, err := r.reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() != "route_passport_ingest_consumer_lag" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				out[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+			}
+		}
+		return out
+	}
+	require.Eventually(t, func() bool {
+		l := lag()
+		return l["0"] == 7 && l["1"] == 5
+	}, 10*time.Second, 20*time.Millisecond, "the lag of both partitions during the outage")
+	require.Zero(t, c.committedAt(0))
+	require.Zero(t, c.committedAt(1))
+	s.setFail(nil)
+	s.setPingFail(nil)
+	require.Eventually(t, func() bool {
+		l := lag()
+		return l["0"] == 0 && l["1"] == 0
+	}, 10*time.Second, 20*time.Millisecond, "none once written and committed")
+}
+
 // With nothing held back, a reassigned partition is resumed explicitly.
 func TestFakeReassignedPartitionResumedWhenHealthy(t *testing.T) {
 	t.Parallel()

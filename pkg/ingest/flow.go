@@ -76,10 +76,10 @@ func (in *Ingestor) updateLag() {
 		if !ok {
 			continue
 		}
-		committed := in.tracker.CommittedOffset(p)
-		if committed < 0 {
+		base := in.tracker.LagBase(p)
+		if base < 0 {
 			continue
 		}
-		in.metrics.setLag(p, max(high-committed, 0))
+		in.metrics.setLag(p, max(high-base, 0))
 	}
 }

@@ -26,6 +26,8 @@ type partTrack struct {
 	// committed is the last offset committed (the "next to read" form), -1
 	// when none.
 	committed int64
+	// first is the first offset added in this assignment, -1 before one.
+	first int64
 }
 
 type trackEntry struct {
@@ -38,7 +40,7 @@ func newTracker() *tracker { return &tracker{parts: map[int32]*partTrack{}} }
 func (t *tracker) part(p int32) *partTrack {
 	pt := t.parts[p]
 	if pt == nil {
-		pt = &partTrack{next: -1, lastAdded: -1, committed: -1}
+		pt = &partTrack{next: -1, lastAdded: -1, committed: -1, first: -1}
 		t.parts[p] = pt
 	}
 	return pt
@@ -53,6 +55,9 @@ func (t *tracker) Add(p int32, offset int64) bool {
 		return false
 	}
 	pt.lastAdded = offset
+	if pt.first < 0 {
+		pt.first = offset
+	}
 	pt.entries = append(pt.entries, trackEntry{offset: offset})
 	return true
 }
@@ -100,12 +105,19 @@ func (t *tracker) Committed(p int32, offset int64) {
 	}
 }
 
-// CommittedOffset returns the last committed offset of p, -1 when none.
-func (t *tracker) CommittedOffset(p int32) int64 {
-	if pt := t.parts[p]; pt != nil {
+// LagBase returns the offset p's lag counts from: the last offset
+// committed in this assignment or, before the first commit (a database
+// outage at start or across a rebalance commits nothing), the first offset
+// polled in it, where the group's offset stood. -1 when neither is known.
+func (t *tracker) LagBase(p int32) int64 {
+	pt := t.parts[p]
+	switch {
+	case pt == nil:
+		return -1
+	case pt.committed >= 0:
 		return pt.committed
 	}
-	return -1
+	return pt.first
 }
 
 // Drop forgets p (its assignment was revoked).

@@ -32,6 +32,22 @@ func TestTracker(t *testing.T) {
 		require.Equal(t, 0, outstanding(tr, 0))
 	})
 
+	t.Run("LagBase", func(t *testing.T) {
+		t.Parallel()
+		tr := newTracker()
+		require.Equal(t, int64(-1), tr.LagBase(0), "nothing polled")
+		tr.Add(0, 40)
+		tr.Add(0, 41)
+		require.Equal(t, int64(40), tr.LagBase(0), "before the first commit: where polling started")
+		tr.Done(0, 40)
+		off, _ := tr.Committable(0)
+		tr.Committed(0, off)
+		require.Equal(t, int64(41), tr.LagBase(0), "the commit")
+		tr.Drop(0)
+		tr.Add(0, 45)
+		require.Equal(t, int64(45), tr.LagBase(0), "a new assignment starts afresh")
+	})
+
 	t.Run("Gaps", func(t *testing.T) {
 		t.Parallel()
 		tr := newTracker()
