@@ -2,6 +2,7 @@ package passport_test
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -36,6 +37,18 @@ func TestHolesThatStartOnAnotherRing(t *testing.T) {
 		{"holes touching, one in the other's box", poly(shell, `[[1,1],[9,1],[1,9],[1,1]]`, `[[5,5],[8,7],[7,8],[5,5]]`), ""},
 		{"holes touching at a corner", poly(shell, `[[2,2],[4,2],[4,4],[2,4],[2,2]]`, `[[4,4],[6,4],[6,6],[4,6],[4,4]]`), ""},
 		{"multipolygon, hole touching", multi([]string{shell, `[[10,5],[5,4],[5,6],[10,5]]`}, []string{`[[20,20],[21,20],[21,21],[20,20]]`}), ""},
+
+		// Near-degenerate, judged exactly (GEOS agrees). (-0.05,49.15) lies
+		// 1e-18 inside the shell's edge: in floating point it voted
+		// "outside", tying the vote, and the valid hole was refused.
+		{"hole along the shell's edge, within rounding", poly(`[[0.75,49.35],[-0.45,49.05],[-0.15,47.85],[1.05,48.15],[0.75,49.35]]`,
+			`[[0.75,49.35],[-0.05,49.15],[0.24,48.84],[0.75,49.35]]`), ""},
+		{"the same with a triangular shell", poly(`[[0.75,49.35],[-0.45,49.05],[0.75,48.0],[0.75,49.35]]`,
+			`[[0.75,49.35],[-0.05,49.15],[0.24,48.84],[0.75,49.35]]`), ""},
+		// (1.4,0.2) lies inside the outer hole by less than rounding; the
+		// float vote tied and the nesting passed.
+		{"hole inside a hole, within rounding", poly(`[[-4.2,-4],[7.8,-4],[7.8,8],[-4.2,8],[-4.2,-4]]`,
+			`[[0.8,0],[-0.2,3],[2.8,4],[3.8,1],[0.8,0]]`, `[[1.4,0.2],[2,1.4],[0.8,0],[1.4,0.2]]`), nested},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -96,7 +109,10 @@ func TestRingPairWorkIsBounded(t *testing.T) {
 		{"300 overlapping holes", poly(append([]string{shell}, slivers(300)...)...), false},
 		{"2,500 holes, boxes apart", poly(append([]string{shell}, grid(50)...)...), false},
 		{"3,000 overlapping multipolygon members", multiOf(memberSlivers(3000)), true},
-		{"300 overlapping multipolygon members", multiOf(memberSlivers(300)), false},
+		{"1,500 overlapping multipolygon members", multiOf(memberSlivers(1500)), false},
+		// A coastline and its islands: each island is charged its own
+		// positions against the coast, not the coast's.
+		{"a 10,000-position member and 1,000 islands in its box", coastAndIslands(10_000, 1_000), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -132,6 +148,28 @@ func multiOf(rings []string) string {
 	members := make([][]string, len(rings))
 	for i, r := range rings {
 		members[i] = []string{r}
+	}
+	return multi(members...)
+}
+
+// coastAndIslands is a round member of n positions around (0, 0) and k
+// triangular islands inside its bounding box but outside it (in the
+// corners).
+func coastAndIslands(n, k int) string {
+	var coast strings.Builder
+	coast.WriteString("[")
+	for i := range n {
+		a := 2 * math.Pi * float64(i) / float64(n)
+		fmt.Fprintf(&coast, "[%.9f,%.9f],", 40*math.Cos(a), 40*math.Sin(a))
+	}
+	coast.WriteString("[40,0]]")
+	members := [][]string{{coast.String()}}
+	for i := range k {
+		x, y := -39.9+float64(i%25)*0.2, -39.9+float64(i/25)*0.2 // the lower-left corner, outside the circle
+		if math.Hypot(x+0.1, y+0.1) < 41 {
+			x, y = 39.9-float64(i%25)*0.2, 39.9-float64(i/25)*0.2
+		}
+		members = append(members, []string{fmt.Sprintf(`[[%g,%g],[%g,%g],[%g,%g],[%g,%g]]`, x, y, x+0.1, y, x, y+0.1, x, y)})
 	}
 	return multi(members...)
 }
