@@ -12,6 +12,12 @@ type TableHealth struct {
 	// lives, vacuum cannot remove the dead tuples of published rows, and
 	// every claim scans past them.
 	OldestXactAge time.Duration
+	// UndatedHolders identifies the holders of the horizon whose start the
+	// reading role may not see (sessions of other roles, without
+	// pg_read_all_stats: PostgreSQL shows their xids but not their times),
+	// each by its pid and xid, stable while it holds. OldestXactAge leaves
+	// them out; the caller may date them from when it first saw them.
+	UndatedHolders []string
 	// LiveTuples and DeadTuples are the outbox table's statistics
 	// (pg_stat_user_tables, estimates).
 	LiveTuples, DeadTuples int64

@@ -78,9 +78,7 @@ func (r *Relay) refreshGauges(ctx context.Context) {
 			r.m.oldestAge.Set(s.OldestAge.Seconds())
 			r.m.pendingAt.SetToCurrentTime()
 		}
-		c, cancel = r.dbCall(ctx)
-		h, err := r.outbox.TableHealth(c)
-		cancel()
+		h, err := r.tableHealth(ctx)
 		if err == nil {
 			r.m.oldestXactAge.Set(h.OldestXactAge.Seconds())
 			r.m.liveTuples.Set(float64(h.LiveTuples))

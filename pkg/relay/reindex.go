@@ -120,9 +120,7 @@ func (r *Relay) reindexPass(ctx context.Context) {
 		}
 		return
 	}
-	c, cancel = r.dbCall(ctx)
-	h, err := r.outbox.TableHealth(c)
-	cancel()
+	h, err := r.tableHealth(ctx)
 	if err != nil {
 		return
 	}

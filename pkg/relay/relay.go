@@ -103,6 +103,9 @@ type Relay struct {
 	claimsTimedOut atomic.Int32
 	// lastDelivery is when a batch last had a row delivered (unix nanos).
 	lastDelivery atomic.Int64
+	// undated dates the horizon's holders whose start the relay's role
+	// may not read (horizon.go).
+	undated undatedHolders
 	// patience is how long a probe of the cluster waits for its answer,
 	// dbPatience the same for the database (watchWrite).
 	patience, dbPatience *backoff.Patience

@@ -21,7 +21,9 @@ import (
 // backend is left out: this statement has a snapshot too. A replication
 // slot with no active sender pins xmin as well, but its xid cannot be dated
 // without track_commit_timestamp, so it is not counted here. least()
-// ignores the NULL of a kind that holds nothing.
+// ignores the NULL of a kind that holds nothing. Sessions of other roles
+// show their xids but, unless the role has pg_read_all_stats, none of
+// their times: they are listed (pid and xid) for the caller to date.
 const tableHealthSQL = `
 select
     coalesce(extract(epoch from now() - least(
@@ -30,6 +32,11 @@ select
          where (backend_xmin is not null or backend_xid is not null) and pid <> pg_backend_pid()
            and (datname = current_database() or backend_type = 'walsender')),
         (select min(prepared) from pg_prepared_xacts where database = current_database()))), 0)::float8,
+    (select coalesce(array_agg(pid::text || ':' || coalesce(backend_xid, backend_xmin)::text), '{}')
+     from pg_stat_activity
+     where (backend_xmin is not null or backend_xid is not null) and pid <> pg_backend_pid()
+       and (datname = current_database() or backend_type = 'walsender')
+       and coalesce(xact_start, state_change, backend_start) is null),
     coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0),
     pg_total_relation_size('route_passport_outbox'::regclass)
 from (select 1) as one
@@ -40,7 +47,7 @@ left join pg_stat_user_tables s on s.relid = 'route_passport_outbox'::regclass`
 func (o *Outbox) TableHealth(ctx context.Context) (outbox.TableHealth, error) {
 	var h outbox.TableHealth
 	var ageS float64
-	if err := o.pool.QueryRow(ctx, tableHealthSQL).Scan(&ageS, &h.LiveTuples, &h.DeadTuples, &h.TableBytes); err != nil {
+	if err := o.pool.QueryRow(ctx, tableHealthSQL).Scan(&ageS, &h.UndatedHolders, &h.LiveTuples, &h.DeadTuples, &h.TableBytes); err != nil {
 		return h, fmt.Errorf("read outbox table health: %w", err)
 	}
 	h.OldestXactAge = time.Duration(max(ageS, 0) * float64(time.Second))

@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +76,39 @@ func TestOutboxTableHealthCountsIdleWriters(t *testing.T) {
 		h, err = b.outbox.TableHealth(ctx)
 		require.NoError(t, err)
 		require.Less(t, h.OldestXactAge, time.Second, "gone with it")
+	})
+	t.Run("another role's session", func(t *testing.T) {
+		t.Parallel()
+		// Read as a role without pg_read_all_stats: the superuser's
+		// session shows its xid but no time, so it is listed undated.
+		ctx, b := setupOutbox(t)
+		role := fmt.Sprintf("health_reader_%d", time.Now().UnixNano())
+		_, err := b.pool.Exec(ctx, `create role `+role+` login`)
+		require.NoError(t, err)
+		t.Cleanup(func() { _, _ = b.pool.Exec(context.Background(), `drop role `+role) })
+		cfg := b.pool.Config().Copy()
+		cfg.ConnConfig.User = role
+		reader, err := pgxpool.NewWithConfig(ctx, cfg)
+		require.NoError(t, err)
+		defer reader.Close()
+		o := store.NewOutbox(reader)
+
+		h, err := o.TableHealth(ctx)
+		require.NoError(t, err)
+		require.Empty(t, h.UndatedHolders)
+		tx, err := b.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		var xid string
+		require.NoError(t, tx.QueryRow(ctx, `select pg_current_xact_id()::text`).Scan(&xid))
+		h, err = o.TableHealth(ctx)
+		require.NoError(t, err)
+		require.Len(t, h.UndatedHolders, 1)
+		require.True(t, strings.HasSuffix(h.UndatedHolders[0], ":"+xid), "%v, xid %s", h.UndatedHolders, xid)
+		require.NoError(t, tx.Rollback(ctx))
+		h, err = o.TableHealth(ctx)
+		require.NoError(t, err)
+		require.Empty(t, h.UndatedHolders)
 	})
 	t.Run("prepared", func(t *testing.T) {
 		t.Parallel()
