@@ -11,31 +11,34 @@ import (
 // tableHealthSQL reads only statistics views and the relation's size: cheap
 // enough for the gauges' cadence.
 //
-// The xmin horizon is held back by any backend of this database with a
+// The xmin horizon is held back by any session of this database with a
 // backend_xmin (an open snapshot) or a backend_xid (a transaction that has
 // written, even one idle in read committed, which holds no snapshot between
 // statements: the forgotten psql session of the runbook), its age taken
 // from xact_start; by walsenders with one (hot_standby_feedback, or a
-// slot's active sender: from the last state change); and by prepared
-// transactions of this database (from when they were prepared). The own
-// backend is left out: this statement has a snapshot too. A replication
-// slot with no active sender pins xmin as well, but its xid cannot be dated
-// without track_commit_timestamp, so it is not counted here. least()
-// ignores the NULL of a kind that holds nothing. Sessions of other roles
-// show their xids but, unless the role has pg_read_all_stats, none of
-// their times: they are listed (pid and xid) for the caller to date.
+// slot's active sender: from the last state change; a physical one has no
+// database); and by prepared transactions of this database (from when they
+// were prepared). Left out: the own backend (this statement has a snapshot
+// too) and autovacuum workers, the only ones with an xmin and no user,
+// whose xmin vacuum ignores (a long one on a large table would read as a
+// held horizon). A replication slot with no active sender pins xmin as
+// well, but its xid cannot be dated without track_commit_timestamp, so it
+// is not counted here. least() ignores the NULL of a kind that holds
+// nothing. Sessions of other roles show their xids but, unless the role
+// has pg_read_all_stats, none of their times (nor their backend_type):
+// they are listed (pid and xid) for the caller to date.
 const tableHealthSQL = `
 select
     coalesce(extract(epoch from now() - least(
         (select min(coalesce(xact_start, state_change, backend_start))
          from pg_stat_activity
          where (backend_xmin is not null or backend_xid is not null) and pid <> pg_backend_pid()
-           and (datname = current_database() or backend_type = 'walsender')),
+           and (datname = current_database() or datname is null) and usesysid is not null),
         (select min(prepared) from pg_prepared_xacts where database = current_database()))), 0)::float8,
     (select coalesce(array_agg(pid::text || ':' || coalesce(backend_xid, backend_xmin)::text), '{}')
      from pg_stat_activity
      where (backend_xmin is not null or backend_xid is not null) and pid <> pg_backend_pid()
-       and (datname = current_database() or backend_type = 'walsender')
+       and (datname = current_database() or datname is null) and usesysid is not null
        and coalesce(xact_start, state_change, backend_start) is null),
     coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0),
     pg_total_relation_size('route_passport_outbox'::regclass)
