@@ -161,7 +161,9 @@ func Decode(hs []record.Header) Info {
 	for _, h := range hs {
 		switch h.Key {
 		case HeaderOriginalTopic:
-			info = Info{OriginalPartition: -1, OriginalOffset: -1}
+			// A value left out of an earlier dead-lettering is still
+			// missing: that header is the record's, not the block's.
+			info = Info{OriginalPartition: -1, OriginalOffset: -1, ValueOmittedBytes: info.ValueOmittedBytes}
 			info.OriginalTopic = string(h.Value)
 		case HeaderOriginalPartition:
 			info.OriginalPartition = -1

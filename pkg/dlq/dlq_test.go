@@ -108,7 +108,23 @@ func TestDecode(t *testing.T) {
 			name: "a block's absent field is not taken from an earlier block",
 			headers: append(dlqHeaders("RETRYABLE", "data.properties.platform"),
 				dlqHeaders("CONTRACT", "")[:9]...),
-			want: Decode(dlqHeaders("CONTRACT", "")[:9]),
+			want: Info{
+				OriginalTopic: "pcp.request.survey-georeference.v1", OriginalPartition: 3, OriginalOffset: 1234,
+				OriginalTimestamp: time.Date(2026, 4, 28, 10, 15, 0, 0, time.UTC), OriginalTimestampType: "CreateTime",
+				OriginalGroup: "pcp-route-processing-service", ExceptionFQCN: "ContractError",
+				ExceptionMessage: "data.geometry: ring not closed", Category: "CONTRACT",
+			},
+		},
+		{
+			name: "a value omitted before stays omitted",
+			headers: append(append(dlqHeaders("RETRYABLE", "x"), h(HeaderValueOmitted, []byte("1048600"))),
+				dlqHeaders("CONTRACT", "")[:9]...),
+			want: Info{
+				OriginalTopic: "pcp.request.survey-georeference.v1", OriginalPartition: 3, OriginalOffset: 1234,
+				OriginalTimestamp: time.Date(2026, 4, 28, 10, 15, 0, 0, time.UTC), OriginalTimestampType: "CreateTime",
+				OriginalGroup: "pcp-route-processing-service", ExceptionFQCN: "ContractError",
+				ExceptionMessage: "data.geometry: ring not closed", Category: "CONTRACT", ValueOmittedBytes: 1048600,
+			},
 		},
 		{
 			name: "names are case-sensitive",

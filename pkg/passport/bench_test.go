@@ -46,3 +46,31 @@ func BenchmarkParseAndPayloads(b *testing.B) {
 		_ = p.MessageKey(passport.KeyTraceID)
 	}
 }
+
+// BenchmarkParseComb is the costliest valid geometry the reviews found
+// under the pair-work bound: a comb-shaped shell of 2,500 teeth whose
+// horizontal edges lie on the line through 900 triangular holes' bases
+// (200 KB). The hole checks took 5 s of it when every edge's orientation
+// against such a position fell back to exact arithmetic.
+func BenchmarkParseComb(b *testing.B) {
+	const teeth, holes = 2500, 900
+	x := func(k int) float64 { return -170 + float64(k)*0.125 }
+	shell := []string{fmt.Sprintf("[%g,0]", x(0)), fmt.Sprintf("[%g,0]", x(teeth)), fmt.Sprintf("[%g,1]", x(teeth))}
+	for k := teeth - 1; k >= 0; k-- {
+		l, r := x(k), x(k)+0.0625
+		shell = append(shell, fmt.Sprintf("[%g,1]", r), fmt.Sprintf("[%g,2]", r), fmt.Sprintf("[%g,2]", l), fmt.Sprintf("[%g,1]", l))
+	}
+	shell[len(shell)-1] = fmt.Sprintf("[%g,0]", x(0))
+	rings := []string{"[" + strings.Join(shell, ",") + "]"}
+	for h := range holes {
+		l, d := x(h%teeth)+0.01, 0.00001*float64(h/teeth+1)
+		rings = append(rings, fmt.Sprintf("[[%g,1],[%g,1.5],[%g,1],[%g,1]]", l+d, l+d+0.000005, l+d+0.00001, l+d))
+	}
+	value := baseDoc().geom(poly(rings...)).bytes()
+	lim := passport.DefaultLimits()
+	b.SetBytes(int64(len(value)))
+	for b.Loop() {
+		_, err := passport.Parse(value, lim)
+		require.NoError(b, err)
+	}
+}

@@ -11,7 +11,8 @@ import (
 
 // geometry converts data.geometry to the library's 2-D WKT. The walk over
 // the coordinates is ours because only it knows JSON paths; validity rules
-// are the library's.
+// are the library's, bounded in cost (complexity.go) and with the holes'
+// places checked again (holes.go).
 func (d *decoder) geometry() (string, *ContractError) {
 	switch sp := d.sl[slotGeometry]; sp.kind {
 	case kObject:

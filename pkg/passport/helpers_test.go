@@ -258,3 +258,25 @@ func requireSamePassport(t *testing.T, want, got *passport.Passport) {
 	w.IntervalBegin, w.IntervalEnd, g.IntervalBegin, g.IntervalEnd = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	require.Equal(t, w, g)
 }
+
+func poly(rings ...string) string {
+	return `{"type":"Polygon","coordinates":[` + strings.Join(rings, ",") + `]}`
+}
+
+// multi takes each member's rings.
+func multi(members ...[]string) string {
+	ps := make([]string, len(members))
+	for i, m := range members {
+		ps[i] = "[" + strings.Join(m, ",") + "]"
+	}
+	return `{"type":"MultiPolygon","coordinates":[` + strings.Join(ps, ",") + `]}`
+}
+
+// multiOf makes each ring a member of its own.
+func multiOf(rings []string) string {
+	members := make([][]string, len(rings))
+	for i, r := range rings {
+		members[i] = []string{r}
+	}
+	return multi(members...)
+}

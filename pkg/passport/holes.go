@@ -1,109 +1,21 @@
 package passport
 
 import (
-	"errors"
 	"math"
 	"math/big"
 	"slices"
-	"strconv"
 
 	"github.com/peterstace/simplefeatures/geom"
 	"github.com/peterstace/simplefeatures/rtree"
 )
 
-// The library's polygon validation (simplefeatures v0.50.0) leaves two
-// gaps, closed here:
-//
-//   - Whether a hole lies inside the shell, and whether two holes nest, it
-//     decides from each hole's first position alone. A first position on
-//     the other ring's boundary decides nothing, so a hole outside its
-//     shell, around it, or inside another hole passed when it started on
-//     that ring (contract §1.3 names a hole outside its shell).
-//   - It compares every pair of rings, and of a MultiPolygon's polygons,
-//     whose bounding boxes overlap, each comparison costing the positions
-//     of both. A record inside the size limits made of thousands of thin
-//     rings with overlapping boxes took minutes of CPU while every
-//     partition waited behind it.
-
-// maxRingPairWork bounds the library's pairwise comparisons of one
-// geometry, in positions compared: up to about a second of CPU (2-core
-// machine, 2026-12-05: 1,500 thin overlapping holes 0.9 s, a
-// 99,000-position shell with 99 holes 0.7 s), the order of what one ring
-// of the 100,000 positions INGEST_MAX_POSITIONS allows costs by itself. A
-// passport's footprint (one ring, or a few polygons) is far below it.
-const maxRingPairWork = 10_000_000
-
-// errStop ends an R-tree search early.
-var errStop = errors.New("stop")
-
-// checkRingPairWork refuses a geometry whose validation would compare more
-// than maxRingPairWork positions across ring and polygon pairs. It counts
-// the pairs the library will compare (overlapping boxes) without comparing
-// them, and stops counting at the bound. A pair of polygons costs the
-// library about a fifth as much per position as a pair of rings (it indexes
-// each polygon's boundary once, where it copies both rings of every ring
-// pair), plus a few positions' worth for the pair itself (measured: a
-// 45,000-position member with 600 islands touching it 0.56 s, 2,000 thin
-// overlapping members 0.7–1.0 s, both within the bound).
-func checkRingPairWork(polys []geom.Polygon) *ContractError {
-	work := 0
-	sizes := make([]int, len(polys))
-	boxes := make([]rtree.Box, len(polys))
-	for i, p := range polys {
-		rings := p.DumpRings()
-		n := make([]int, len(rings))
-		rb := make([]rtree.Box, len(rings))
-		for k, r := range rings {
-			n[k] = r.Coordinates().Length()
-			sizes[i] += n[k]
-			rb[k], _ = r.Envelope().AsBox() // rings are never empty here
-		}
-		boxes[i] = rb[0]
-		if pairWork(rb, n, ringPairCost, &work) != nil {
-			return tooComplex()
-		}
-	}
-	if pairWork(boxes, sizes, polygonPairCost, &work) != nil {
-		return tooComplex()
-	}
-	return nil
-}
-
-func ringPairCost(a, b int) int    { return a + b }
-func polygonPairCost(a, b int) int { return (a+b)/5 + 3 }
-
-// pairWork adds to *work the cost of each pair of items whose boxes
-// overlap, from their sizes; errStop once it passes maxRingPairWork.
-func pairWork(boxes []rtree.Box, sizes []int, cost func(a, b int) int, work *int) error {
-	if len(boxes) < 2 {
-		return nil
-	}
-	items := make([]rtree.BulkItem, len(boxes))
-	for i, b := range boxes {
-		items[i] = rtree.BulkItem{Box: b, RecordID: i}
-	}
-	tree := rtree.BulkLoad(items)
-	for i, b := range boxes {
-		err := tree.RangeSearch(b, func(j int) error {
-			if j >= i {
-				return nil
-			}
-			if *work += cost(sizes[i], sizes[j]); *work > maxRingPairWork {
-				return errStop
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func tooComplex() *ContractError {
-	return fieldErr(fGeometry, "too complex to validate: its rings (or polygons) overlap one another's bounding boxes in so many pairs that checking them would compare more than "+
-		strconv.Itoa(maxRingPairWork)+" positions")
-}
+// The library's polygon validation (simplefeatures v0.50.0) decides whether
+// a hole lies inside the shell, and whether two holes nest, from each
+// hole's first position alone. A first position on the other ring's
+// boundary decides nothing, so a hole outside its shell, around it, or
+// inside another hole passed when it started on that ring (contract §1.3
+// names a hole outside its shell). checkHoles decides from where the hole
+// lies.
 
 // Violations in the library's words, so that a reason reads the same
 // whichever check found it.
@@ -142,7 +54,7 @@ func checkHoles(p geom.Polygon) string {
 		_ = tree.RangeSearch(boxes[i], func(j int) error {
 			if j != i && within(boxes[i], boxes[j]) && side(rings[i].Coordinates(), rings[j].Coordinates()) > 0 {
 				nested = true
-				return errStop
+				return rtree.Stop
 			}
 			return nil
 		})
@@ -199,6 +111,18 @@ func sideOf(pt geom.XY, ring geom.Sequence) int {
 		if lo.Y > hi.Y {
 			lo, hi = hi, lo
 		}
+		if pt.Y < lo.Y || pt.Y > hi.Y {
+			continue // neither on the edge nor crossed by the ray
+		}
+		if lo.Y == hi.Y { // on it or not; a horizontal edge is never crossed
+			if pt.X >= min(lo.X, hi.X) && pt.X <= max(lo.X, hi.X) {
+				return 0
+			}
+			continue
+		}
+		// Only edges across pt's Y need the orientation, whose exact
+		// fallback is slow: a shell whose horizontal edges lie on a line
+		// through many holes' positions (a comb) took 5 s before.
 		o := orientation(lo, hi, pt)
 		if o == 0 && pt.X >= min(lo.X, hi.X) && pt.X <= max(lo.X, hi.X) && pt.Y >= lo.Y && pt.Y <= hi.Y {
 			return 0
