@@ -193,6 +193,18 @@ func (c *fakeConsumer) Commit(offsets map[int32]int64) error {
 	return nil
 }
 
+// Committed answers as a group whose uncommitted partitions start at
+// their first record (auto.offset.reset=earliest).
+func (c *fakeConsumer) Committed(partitions []int32, _ time.Duration) (map[int32]int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[int32]int64{}
+	for _, p := range partitions {
+		out[p] = c.committed[p]
+	}
+	return out, nil
+}
+
 func (c *fakeConsumer) HighWatermark(p int32) (int64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -452,7 +464,9 @@ func TestFakePausedPartitionReassigned(t *testing.T) {
 	require.False(t, c.isPaused(1))
 }
 
-// A partition assigned during an outage is paused until the outage ends.
+// A partition assigned during an outage is paused until the outage ends;
+// its lag shows meanwhile, counted from the group's committed offset
+// (nothing was polled from it).
 func TestFakeAssignedDuringOutage(t *testing.T) {
 	t.Parallel()
 	c := newFakeConsumer(0)
@@ -463,11 +477,13 @@ func TestFakeAssignedDuringOutage(t *testing.T) {
 	// The outage begins with the first write (the probe before it reads
 	// the schema, which the fake answers).
 	s.setPingFail(func() error { return errDown })
-	startFake(t, c, s, &fakeDLQ{})
+	r := startFake(t, c, s, &fakeDLQ{})
 	require.Eventually(t, func() bool { return c.isPaused(0) }, 10*time.Second, 5*time.Millisecond, "paused by the outage")
 	c.queueAssign(1)
 	require.Eventually(t, c.eventsDone, 10*time.Second, 5*time.Millisecond)
 	require.True(t, c.isPaused(1), "paused at once while the outage lasts")
+	require.Eventually(t, func() bool { return lagOf(t, r)["1"] == 20 }, 10*time.Second, 20*time.Millisecond,
+		"the lag of the partition assigned during the outage")
 	s.setFail(nil)
 	s.setPingFail(nil)
 	require.Eventually(t, func() bool { return s.routes() == 40 }, 10*time.Second, 10*time.Millisecond)
@@ -486,20 +502,7 @@ func TestFakeLagShowsBeforeTheFirstCommit(t *testing.T) {
 	s.setFail(func([]passport.Accepted) error { return errDown })
 	s.setPingFail(func() error { return errDown })
 	r := startFake(t, c, s, &fakeDLQ{})
-	lag := func() map[string]float64 {
-		out := map[string]float64{}
-		mfs, err := r.reg.Gather()
-		require.NoError(t, err)
-		for _, mf := range mfs {
-			if mf.GetName() != "route_passport_ingest_consumer_lag" {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				out[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
-			}
-		}
-		return out
-	}
+	lag := func() map[string]float64 { return lagOf(t, r) }
 	require.Eventually(t, func() bool {
 		l := lag()
 		return l["0"] == 7 && l["1"] == 5
@@ -512,6 +515,23 @@ func TestFakeLagShowsBeforeTheFirstCommit(t *testing.T) {
 		l := lag()
 		return l["0"] == 0 && l["1"] == 0
 	}, 10*time.Second, 20*time.Millisecond, "none once written and committed")
+}
+
+// lagOf reads the consumer lag gauge of each partition.
+func lagOf(t *testing.T, r *fakeRun) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	mfs, err := r.reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "route_passport_ingest_consumer_lag" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			out[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+		}
+	}
+	return out
 }
 
 // With nothing held back, a reassigned partition is resumed explicitly.

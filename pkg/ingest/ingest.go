@@ -41,6 +41,10 @@ type Consumer interface {
 	Probe(ctx context.Context, timeout time.Duration) error
 	// HighWatermark returns the last known high watermark of a partition.
 	HighWatermark(partition int32) (int64, bool)
+	// Committed asks the group coordinator for the committed offsets of
+	// partitions (the next to read), waiting up to timeout; a partition
+	// with none is left out.
+	Committed(partitions []int32, timeout time.Duration) (map[int32]int64, error)
 }
 
 // Store writes accepted passports; *store.Passports implements it. Errors
@@ -133,9 +137,14 @@ type Ingestor struct {
 	stopped    bool // BeforeCommit failed
 	hookErr    error
 	lagAt      time.Time
-	wg         sync.WaitGroup
-	seq        uint64
-	finished   bool // Run is past its final commit
+	// groupOffsets are the group's committed offsets of assigned
+	// partitions nothing was polled from yet, asked at groupAskedAt
+	// (updateLag); forgotten when a partition is assigned or revoked.
+	groupOffsets map[int32]int64
+	groupAskedAt time.Time
+	wg           sync.WaitGroup
+	seq          uint64
+	finished     bool // Run is past its final commit
 
 	// offset commits (poll goroutine only)
 	commitRun     *commitCall // the Commit running, if any
@@ -152,20 +161,21 @@ func New(logger *slog.Logger, cfg Config, consumer Consumer, st Store, dl DLQ, m
 	}
 	logger = logger.With("component", "ingest")
 	in := &Ingestor{
-		logger:      logger,
-		cfg:         cfg,
-		consumer:    consumer,
-		store:       st,
-		deadLetters: dl,
-		metrics:     metrics,
-		ready:       ready,
-		owned:       map[int32]uint64{},
-		tracker:     newTracker(),
-		batchCap:    newBatchCap(cfg.BatchSize),
-		dispatched:  map[int32]int{},
-		results:     make(chan *batch, cfg.Pipeline),
-		paused:      map[int32]bool{},
-		commitBo:    backoff.New(time.Second, 10*time.Second),
+		logger:       logger,
+		cfg:          cfg,
+		consumer:     consumer,
+		store:        st,
+		deadLetters:  dl,
+		metrics:      metrics,
+		ready:        ready,
+		owned:        map[int32]uint64{},
+		groupOffsets: map[int32]int64{},
+		tracker:      newTracker(),
+		batchCap:     newBatchCap(cfg.BatchSize),
+		dispatched:   map[int32]int{},
+		results:      make(chan *batch, cfg.Pipeline),
+		paused:       map[int32]bool{},
+		commitBo:     backoff.New(time.Second, 10*time.Second),
 	}
 	in.dbHealth = newHealth(logger, ready, ComponentPostgres, "no successful database round trip yet")
 	in.dlqHealth = newHealth(logger, ready, ComponentDLQ, "")

@@ -14,6 +14,7 @@ func (in *Ingestor) onAssigned(parts []int32) {
 		in.owned[p] = in.epoch
 		in.tracker.Drop(p)
 		delete(in.paused, p)
+		delete(in.groupOffsets, p)
 	}
 	in.ownedMu.Unlock()
 	// librdkafka keeps an application pause on the partition across
@@ -63,6 +64,7 @@ func (in *Ingestor) onRevoked(parts []int32, lost bool) {
 	for _, p := range parts {
 		delete(in.owned, p)
 		delete(in.paused, p)
+		delete(in.groupOffsets, p)
 		in.tracker.Drop(p)
 		in.metrics.dropLag(p)
 	}

@@ -283,6 +283,23 @@ func (c *Consumer) Commit(offsets map[int32]int64) error {
 	return nil
 }
 
+// Committed asks the group coordinator for the committed offsets of
+// partitions (the next record to read), waiting up to timeout; a partition
+// with none committed is left out.
+func (c *Consumer) Committed(partitions []int32, timeout time.Duration) (map[int32]int64, error) {
+	res, err := c.c.Committed(c.tps(partitions, nil), int(timeout.Milliseconds()))
+	if err != nil {
+		return nil, fmt.Errorf("committed offsets of %s: %w", c.topic, err)
+	}
+	out := make(map[int32]int64, len(res))
+	for _, tp := range res {
+		if tp.Error == nil && tp.Offset >= 0 {
+			out[tp.Partition] = int64(tp.Offset)
+		}
+	}
+	return out, nil
+}
+
 // HighWatermark returns the partition's high watermark, and whether one is
 // known: as last seen in a fetch response (no broker round trip), or, for a
 // partition paused for askWatermarkEvery or longer, as a broker answered at

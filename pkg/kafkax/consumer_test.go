@@ -61,3 +61,31 @@ func TestPausedPartitionWatermarkFollowsTheBroker(t *testing.T) {
 	require.True(t, ok)
 	require.GreaterOrEqual(t, h, int64(3))
 }
+
+// TestCommittedAsksTheCoordinator: what the group committed comes back per
+// partition; a partition with nothing committed is left out.
+func TestCommittedAsksTheCoordinator(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	topic := testenv.Topic(t, "committed", 2)
+	testenv.Produce(t, bootstrap, topic, testenv.Record{Value: []byte("v")})
+	c, err := NewConsumer(slog.New(slog.NewTextHandler(io.Discard, nil)), ConsumerConfig{
+		ClientConfig: ClientConfig{BootstrapServers: bootstrap, ClientID: "committed-test"},
+		GroupID:      "committed-" + topic, Topic: topic,
+	})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c.Close()) }()
+	require.NoError(t, c.Subscribe(nil, nil))
+	require.Eventually(t, func() bool {
+		r, err := c.Poll(100 * time.Millisecond)
+		return err == nil && r != nil
+	}, 30*time.Second, time.Millisecond, "joined and polled")
+
+	got, err := c.Committed([]int32{0, 1}, 5*time.Second)
+	require.NoError(t, err)
+	require.Empty(t, got, "nothing committed yet")
+	require.NoError(t, c.Commit(map[int32]int64{1: 7}))
+	got, err = c.Committed([]int32{0, 1}, 5*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, map[int32]int64{1: 7}, got)
+}
