@@ -327,3 +327,29 @@ func TestRetryDBLogsOncePerFailure(t *testing.T) {
 	require.Contains(t, logs.String(), "database write succeeded after retries")
 	require.Contains(t, logs.String(), "retries=12")
 }
+
+// orphanOutbox is a fakeOutbox that records when the relay asks it to give
+// back its cut claims.
+type orphanOutbox struct {
+	fakeOutbox
+	released atomic.Int32
+}
+
+func (o *orphanOutbox) ReleaseOrphans(context.Context) { o.released.Add(1) }
+
+// TestStopGivesBackCutClaims: after a stop, once its loops have returned,
+// the relay has the outbox give back the claims the stop cut (no later
+// claim will), once.
+func TestStopGivesBackCutClaims(t *testing.T) {
+	t.Parallel()
+	ob := &orphanOutbox{}
+	r := newTestRelay(t, ob, &fakePublisher{}, Config{PollInterval: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	time.Sleep(200 * time.Millisecond)
+	require.Zero(t, ob.released.Load(), "not while running")
+	cancel()
+	<-done
+	require.Equal(t, int32(1), ob.released.Load())
+}

@@ -72,6 +72,8 @@ type Relay struct {
 	// indexes is the outbox as an IndexStore, nil when it is not one
 	// (reindex.go).
 	indexes IndexStore
+	// orphans is the outbox as an OrphanReleaser, nil when it is not one.
+	orphans OrphanReleaser
 	// notifier is the outbox as a Notifier, nil when it is not one
 	// (wakeup.go).
 	notifier Notifier
@@ -143,6 +145,7 @@ func New(logger *slog.Logger, outbox Outbox, pub Publisher, cfg Config) (*Relay,
 		dbPatience: backoff.NewPatience(min(cfg.DBTimeout, dbProbeWait), dbProbeWaitMax),
 	}
 	r.indexes, _ = outbox.(IndexStore)
+	r.orphans, _ = outbox.(OrphanReleaser)
 	r.notifier, _ = outbox.(Notifier)
 	if r.cfg.Tracer == nil {
 		r.tracer = noop.NewTracerProvider().Tracer("")
@@ -182,5 +185,22 @@ func (r *Relay) Run(ctx context.Context) error {
 		wg.Go(func() { r.reindex(ctx) })
 	}
 	wg.Wait()
+	if r.orphans != nil {
+		// The claims cut by the stop: no later claim will give them back.
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), orphanReleaseBound)
+		defer cancel()
+		r.orphans.ReleaseOrphans(c)
+	}
 	return nil
 }
+
+// OrphanReleaser gives back, on a stop, the leases of claims that failed
+// (the stop cut them) but may have run on the server; *store.Outbox
+// implements it.
+type OrphanReleaser interface {
+	ReleaseOrphans(ctx context.Context)
+}
+
+// orphanReleaseBound bounds ReleaseOrphans on a stop: its give-backs take
+// about a second, within what the stop leaves.
+const orphanReleaseBound = 2 * time.Second

@@ -123,3 +123,48 @@ func TestOutboxClaimRunsAfterItsGiveBack(t *testing.T) {
 	require.Len(t, got, 1, "the row the late claim leased is claimed again within 3 s, not after its 1 min lease")
 	t.Logf("figures: the row of a claim that ran after its give-back claimed again %.2fs later", time.Since(start).Seconds())
 }
+
+// TestOutboxStopGivesBackACutClaim: a stop cuts the claim in flight, and
+// the server may finish it after its give-back; no later claim of this
+// relay will give it back again. ReleaseOrphans, run once the claims have
+// stopped, does: the lease the late statement took (written by the test,
+// as above) is gone within about a second, not after its minute.
+func TestOutboxStopGivesBackACutClaim(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := testenv.DatabaseURL(t)
+	pool, err := store.Open(ctx, url, "test")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	ob := store.NewOutbox(pool)
+	relaytest.MustInsert(t, pool, outbox.Event{Topic: "t"})
+
+	op, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = op.Close(context.Background()) })
+	tx, err := op.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `lock table outbox_relay_control in access exclusive mode`)
+	require.NoError(t, err)
+	cut, stop := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, _, err = ob.Claim(cut, 10, 0, time.Minute)
+	stop()
+	require.Error(t, err, "the claim cut by the stop")
+	tokens := store.RememberedClaims(ob)
+	require.Len(t, tokens, 1)
+	require.NoError(t, tx.Rollback(ctx))
+
+	// The late statement's lease lands while ReleaseOrphans waits between
+	// its give-backs.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ob.ReleaseOrphans(ctx)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	_, err = pool.Exec(ctx, `update route_passport_outbox set lock_token = $1::uuid, locked_until = now() + interval '1 minute'`, tokens[0].String())
+	require.NoError(t, err)
+	<-done
+	require.Zero(t, leased(ctx, t, pool), "the late lease given back at the stop")
+}
