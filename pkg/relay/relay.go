@@ -201,6 +201,7 @@ type OrphanReleaser interface {
 	ReleaseOrphans(ctx context.Context)
 }
 
-// orphanReleaseBound bounds ReleaseOrphans on a stop: its give-backs take
-// about a second, within what the stop leaves.
-const orphanReleaseBound = 2 * time.Second
+// orphanReleaseBound bounds ReleaseOrphans on a stop: its waits are a
+// second and its give-backs 60–370 ms each when they follow a cut claim
+// (measured; the stop took 1.2–1.9 s longer), within what the stop leaves.
+const orphanReleaseBound = 3 * time.Second
