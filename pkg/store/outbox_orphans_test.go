@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -88,34 +89,15 @@ func TestOutboxClaimRunsAfterItsGiveBack(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	url := testenv.DatabaseURL(t)
-	pool, err := store.Open(ctx, url, "test")
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	ob := store.NewOutbox(pool)
-	relaytest.MustInsert(t, pool, outbox.Event{Topic: "t"})
-
-	op, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = op.Close(context.Background()) })
-	tx, err := op.Begin(ctx)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `lock table outbox_relay_control in access exclusive mode`)
-	require.NoError(t, err)
-	cut, stop := context.WithTimeout(ctx, 300*time.Millisecond)
-	_, _, err = ob.Claim(cut, 10, 0, time.Minute)
-	stop()
-	require.Error(t, err, "a claim waiting for the lock, cut after 300 ms")
+	pool, ob, token, unlock := cutClaim(ctx, t)
 	require.Zero(t, leased(ctx, t, pool), "nothing leased: the claim was cancelled on the server and the give-back found nothing")
-	tokens := store.RememberedClaims(ob)
-	require.Len(t, tokens, 1, "the cut claim is remembered although its give-back worked")
 
-	_, err = pool.Exec(ctx, `update route_passport_outbox set lock_token = $1::uuid, locked_until = now() + interval '1 minute'`, tokens[0].String())
-	require.NoError(t, err)
-	require.NoError(t, tx.Rollback(ctx))
+	lateLease(ctx, t, pool, token)
+	unlock()
 	start := time.Now()
 	var got []outbox.Row
 	for len(got) == 0 && time.Since(start) < 3*time.Second {
+		var err error
 		got, _, err = ob.Claim(ctx, 10, 0, time.Minute)
 		require.NoError(t, err)
 		time.Sleep(50 * time.Millisecond)
@@ -133,11 +115,32 @@ func TestOutboxStopGivesBackACutClaim(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	pool, ob, token, unlock := cutClaim(ctx, t)
+	unlock()
+
+	// The late statement's lease lands while ReleaseOrphans waits between
+	// its give-backs.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ob.ReleaseOrphans(ctx)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	lateLease(ctx, t, pool, token)
+	<-done
+	require.Zero(t, leased(ctx, t, pool), "the late lease given back at the stop")
+}
+
+// cutClaim inserts one row and cuts a claim after 300 ms while an
+// operator's lock on the pause flag holds it; unlock ends the lock. The
+// claim is remembered for giving back (its token).
+func cutClaim(ctx context.Context, t *testing.T) (pool *pgxpool.Pool, ob *store.Outbox, token uuid.UUID, unlock func()) {
+	t.Helper()
 	url := testenv.DatabaseURL(t)
 	pool, err := store.Open(ctx, url, "test")
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	ob := store.NewOutbox(pool)
+	ob = store.NewOutbox(pool)
 	relaytest.MustInsert(t, pool, outbox.Event{Topic: "t"})
 
 	op, err := pgx.Connect(ctx, url)
@@ -150,21 +153,17 @@ func TestOutboxStopGivesBackACutClaim(t *testing.T) {
 	cut, stop := context.WithTimeout(ctx, 300*time.Millisecond)
 	_, _, err = ob.Claim(cut, 10, 0, time.Minute)
 	stop()
-	require.Error(t, err, "the claim cut by the stop")
+	require.Error(t, err, "a claim waiting for the lock, cut after 300 ms")
 	tokens := store.RememberedClaims(ob)
-	require.Len(t, tokens, 1)
-	require.NoError(t, tx.Rollback(ctx))
+	require.Len(t, tokens, 1, "the cut claim is remembered, whether or not its give-back worked")
+	return pool, ob, tokens[0], func() { require.NoError(t, tx.Rollback(ctx)) }
+}
 
-	// The late statement's lease lands while ReleaseOrphans waits between
-	// its give-backs.
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ob.ReleaseOrphans(ctx)
-	}()
-	time.Sleep(100 * time.Millisecond)
-	_, err = pool.Exec(ctx, `update route_passport_outbox set lock_token = $1::uuid, locked_until = now() + interval '1 minute'`, tokens[0].String())
+// lateLease writes what a cut claim that ran late on the server would
+// have: a lease of a minute under its token (the test cannot stage the
+// race reliably).
+func lateLease(ctx context.Context, t *testing.T, pool *pgxpool.Pool, token uuid.UUID) {
+	t.Helper()
+	_, err := pool.Exec(ctx, `update route_passport_outbox set lock_token = $1::uuid, locked_until = now() + interval '1 minute'`, token.String())
 	require.NoError(t, err)
-	<-done
-	require.Zero(t, leased(ctx, t, pool), "the late lease given back at the stop")
 }
