@@ -28,18 +28,18 @@ import (
 // has pg_read_all_stats, none of their times (nor their backend_type):
 // they are listed (pid and xid) for the caller to date.
 const tableHealthSQL = `
+with holders as (
+    select pid, coalesce(backend_xid, backend_xmin) as xid,
+           coalesce(xact_start, state_change, backend_start) as since
+    from pg_stat_activity
+    where (backend_xmin is not null or backend_xid is not null) and pid <> pg_backend_pid()
+      and (datname = current_database() or datname is null) and usesysid is not null
+)
 select
     coalesce(extract(epoch from now() - least(
-        (select min(coalesce(xact_start, state_change, backend_start))
-         from pg_stat_activity
-         where (backend_xmin is not null or backend_xid is not null) and pid <> pg_backend_pid()
-           and (datname = current_database() or datname is null) and usesysid is not null),
+        (select min(since) from holders),
         (select min(prepared) from pg_prepared_xacts where database = current_database()))), 0)::float8,
-    (select coalesce(array_agg(pid::text || ':' || coalesce(backend_xid, backend_xmin)::text), '{}')
-     from pg_stat_activity
-     where (backend_xmin is not null or backend_xid is not null) and pid <> pg_backend_pid()
-       and (datname = current_database() or datname is null) and usesysid is not null
-       and coalesce(xact_start, state_change, backend_start) is null),
+    (select coalesce(array_agg(pid::text || ':' || xid::text), '{}') from holders where since is null),
     coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0),
     pg_total_relation_size('route_passport_outbox'::regclass)
 from (select 1) as one
