@@ -36,9 +36,10 @@ func (in *Ingestor) watchBrokers(ctx context.Context) {
 		if err != nil {
 			reason = "brokers unreachable: " + err.Error()
 		}
-		in.ready.Set(ComponentKafka, reason)
 		// The reason names the probe's wait, which grows while the brokers
-		// stay away: one line per change of state, not of reason.
+		// stay away: one line per change of state, not of reason. The line
+		// goes before the readiness it explains, so whoever sees the state
+		// change finds its line already written.
 		if !known || down != (err != nil) {
 			known, down = true, err != nil
 			if down {
@@ -47,6 +48,7 @@ func (in *Ingestor) watchBrokers(ctx context.Context) {
 				in.logger.InfoContext(ctx, "kafka reachable")
 			}
 		}
+		in.ready.Set(ComponentKafka, reason)
 		select {
 		case <-ctx.Done():
 			return

@@ -83,13 +83,13 @@ func (h *health) okIf(ctx context.Context, mayEnd func() bool) {
 	h.reached.Store(true)
 	h.warned.Store(false)
 	h.schemaWarned.Store(false)
-	h.ready.Set(h.component, "")
 	if !h.since.IsZero() {
 		h.logger.InfoContext(ctx, h.component+" is back; resuming", "outage", time.Since(h.since).Round(time.Millisecond))
 	} else {
 		h.logger.InfoContext(ctx, h.component+" is reachable")
 	}
 	h.since = time.Time{}
+	h.ready.Set(h.component, "") // after its line, as in watchBrokers
 }
 
 // unreached logs, once until the dependency works, why a probe of a
@@ -126,8 +126,8 @@ func (h *health) fail(ctx context.Context, err error) {
 	h.down.Store(true)
 	h.outage.Store(true)
 	h.since = time.Now()
-	h.ready.Set(h.component, "unavailable")
 	h.logger.ErrorContext(ctx, h.component+" unavailable; pausing consumption and retrying", "err", err)
+	h.ready.Set(h.component, "unavailable")
 }
 
 // The probes of a dependency. While it is down a probe runs every
