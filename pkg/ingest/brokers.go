@@ -2,9 +2,11 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/pcp/route-processing/pkg/backoff"
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 // ComponentKafka is the readiness component of the input's brokers.
@@ -32,8 +34,12 @@ func (in *Ingestor) watchBrokers(ctx context.Context) {
 		if err != nil && ctx.Err() != nil {
 			return
 		}
-		reason := ""
-		if err != nil {
+		var reason string
+		var topicErr *record.TopicError
+		switch {
+		case errors.As(err, &topicErr):
+			reason = "input " + topicErr.Error()
+		case err != nil:
 			reason = "brokers unreachable: " + err.Error()
 		}
 		// The reason names the probe's wait, which grows while the brokers

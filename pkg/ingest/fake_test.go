@@ -93,6 +93,22 @@ func (c *fakeConsumer) queueRevoke(parts ...int32) {
 	})
 }
 
+// rewind moves p's log and position back as librdkafka's
+// auto.offset.reset=earliest does when the log under the position changed:
+// the log is cut to its first from records and values follow, and the
+// position goes to from. Deleting the topic (from 0) also deletes the
+// group's offset.
+func (c *fakeConsumer) rewind(p int32, from int64, values ...[]byte) {
+	c.mu.Lock()
+	c.log[p] = c.log[p][:from]
+	c.pos[p] = from
+	if from == 0 {
+		delete(c.committed, p)
+	}
+	c.mu.Unlock()
+	c.add(p, values...)
+}
+
 func (c *fakeConsumer) eventsDone() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -434,6 +450,43 @@ func values(t *testing.T, n int) [][]byte {
 }
 
 var errDown = errors.New("connection refused (fake)")
+
+// A missing input topic is named in readiness as the topic's fault, not
+// the brokers'.
+func TestFakeMissingInputTopicReadiness(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	var missing error = &record.TopicError{Topic: "in", Err: errors.New("Broker: Unknown topic or partition")}
+	c.probeErr.Store(&missing)
+	r := startFake(t, c, newFakeStore(), &fakeDLQ{})
+	require.Eventually(t, func() bool {
+		err := r.ready.Check()
+		return err != nil && strings.Contains(err.Error(), "kafka: input topic in: Broker: Unknown topic or partition")
+	}, 5*time.Second, 5*time.Millisecond, "readiness: %v", r.ready.Check())
+}
+
+// When the client moves a partition's position back within an assignment
+// (its topic deleted and created again, or its log truncated), the records
+// from there on are new and are written; the committed offsets follow the
+// new log. Before, offsets not past the last one polled were taken for
+// redeliveries and skipped, and the records after them committed over
+// the skipped ones.
+func TestFakeRewoundPartitionIsReadAgain(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0, 1)
+	c.add(0, values(t, 22)...)
+	c.add(1, values(t, 22)...)
+	s := newFakeStore()
+	r := startFake(t, c, s, &fakeDLQ{})
+	require.Eventually(t, func() bool { return c.committedAt(0) == 22 && c.committedAt(1) == 22 }, 5*time.Second, time.Millisecond)
+
+	c.rewind(0, 0, values(t, 25)...)  // recreated: offsets 0–24, new records
+	c.rewind(1, 10, values(t, 15)...) // truncated at 10, then 15 new records
+	require.Eventually(t, func() bool { return c.committedAt(0) == 25 && c.committedAt(1) == 25 }, 5*time.Second, time.Millisecond,
+		"committed: %d, %d", c.committedAt(0), c.committedAt(1))
+	require.Equal(t, 22+22+25+15, s.routes(), "every record of the new logs is written")
+	require.Equal(t, 2, r.logs.count("the partition's offsets went back"))
+}
 
 // A partition paused during an outage, revoked and assigned again, must
 // not stay paused: librdkafka keeps the pause across the reassignment.

@@ -53,6 +53,8 @@ type testBundle struct {
 	producer  *kafkax.Producer
 	logger    *slog.Logger
 	logs      logCounter // what logger logged (warnings and up, unless INGEST_TEST_DEBUG)
+	// consumerProps are librdkafka properties for the consumers start makes.
+	consumerProps map[string]string
 
 	commitMu  sync.Mutex
 	commitsAt map[int32]int64 // offsets seen by BeforeCommit (benchmark)
@@ -162,7 +164,7 @@ func (b *testBundle) start(t testing.TB, mods ...func(*ingest.Config)) *running 
 	ready := obs.NewReadiness(reg, "route_passport_ingest")
 	metrics := ingest.NewMetrics(reg)
 	cons, err := kafkax.NewConsumer(b.logger, kafkax.ConsumerConfig{
-		ClientConfig: kafkax.ClientConfig{BootstrapServers: b.bootstrap, ClientID: "ingest-test"},
+		ClientConfig: kafkax.ClientConfig{BootstrapServers: b.bootstrap, ClientID: "ingest-test", Properties: b.consumerProps},
 		GroupID:      b.group,
 		Topic:        b.topic,
 	})
@@ -667,6 +669,49 @@ func TestCrashBetweenDatabaseAndOffsetCommit(t *testing.T) {
 	require.Equal(t, 40, b.count(t, "select count(*) from route_passports"))
 	require.Equal(t, 80, b.count(t, "select count(*) from route_passport_outbox"))
 	require.GreaterOrEqual(t, 80, outboxBefore)
+}
+
+// The input topic deleted and created again under a running ingestor:
+// librdkafka resets the position to the new log's start
+// (auto.offset.reset=earliest) and every record of the new topic is
+// written, though its offsets repeat ones already polled. Before, those
+// were skipped as redeliveries and the group committed past them.
+func TestInputTopicRecreated(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1, "")
+	// The client notices the topic's return at a metadata refresh: every
+	// 5 minutes by default (README, runbook).
+	b.consumerProps = map[string]string{"topic.metadata.refresh.interval.ms": "1000"}
+	r := b.start(t)
+	first, _ := b.warmUp(t, r, 12)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(b.bootstrap, ",")...))
+	require.NoError(t, err)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = adm.DeleteTopic(ctx, b.topic)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := adm.CreateTopic(ctx, 1, -1, nil, b.topic)
+		return err == nil
+	}, 20*time.Second, 100*time.Millisecond, "create the topic again")
+
+	// Fewer records than were read before: the position is past the new
+	// log's end, so librdkafka resets it.
+	recs, _ := validRecords(t, 20)
+	again := testenv.Produce(t, b.bootstrap, b.topic, recs[:5]...)
+	time.Sleep(3 * time.Second)
+	again = append(again, testenv.Produce(t, b.bootstrap, b.topic, recs[5:]...)...)
+	require.Less(t, again[0].Offset, first[len(first)-1].Offset, "the new topic's offsets repeat the old ones")
+	start := time.Now()
+	require.Eventually(t, func() bool { return b.count(t, "select count(*) from route_passports") == 12+20 }, 60*time.Second, 100*time.Millisecond,
+		"every record of the new topic is written: %d rows", b.count(t, "select count(*) from route_passports"))
+	b.waitCommitted(t, endOffsets(again), 30*time.Second)
+	t.Logf("figures: the new topic's records written %s after the last was produced", time.Since(start).Round(time.Millisecond))
+	require.NoError(t, r.stop(t))
+	require.Equal(t, 1, b.logs.count("the partition's offsets went back"))
 }
 
 func TestSecondConsumerJoins(t *testing.T) {

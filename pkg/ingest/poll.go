@@ -54,7 +54,8 @@ func (in *Ingestor) loop(ctx, batchCtx context.Context) error {
 			continue // a straggler of a revoked partition
 		}
 		if !in.tracker.Add(rec.Partition, rec.Offset) {
-			continue // already polled in this assignment
+			epoch = in.onRewound(ctx, rec.Partition, rec.Offset)
+			in.tracker.Add(rec.Partition, rec.Offset)
 		}
 		if len(in.pending) == 0 {
 			in.pendingSince = time.Now()

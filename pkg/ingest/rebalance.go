@@ -79,6 +79,31 @@ func (in *Ingestor) onRevoked(parts []int32, lost bool) {
 	in.logger.InfoContext(ctx, "partitions revoked", "partitions", parts)
 }
 
+// onRewound starts partition p over at offset, which is not past the last
+// offset polled from it in this assignment. The ingestor never seeks, so
+// the client moved the position back itself: auto.offset.reset after the
+// log under the position changed (the topic deleted and created again, or
+// the log truncated by an unclean leader election). The records from
+// offset on are not the ones polled there before, so p is tracked afresh
+// under a new epoch, as if assigned again: its pending records are
+// dropped, batches in flight for it finish without counting, and its
+// committed offset may go back. Were it ever a plain redelivery, this
+// costs only writing the same records again.
+func (in *Ingestor) onRewound(ctx context.Context, p int32, offset int64) uint64 {
+	last := in.tracker.LastAdded(p)
+	in.ownedMu.Lock()
+	in.epoch++
+	in.owned[p] = in.epoch
+	epoch := in.epoch
+	in.tracker.Drop(p)
+	delete(in.groupOffsets, p)
+	in.ownedMu.Unlock()
+	in.dropPending(map[int32]bool{p: true})
+	in.logger.WarnContext(ctx, "the partition's offsets went back (topic recreated or log truncated); reading it again from there",
+		"partition", p, "offset", offset, "last_polled", last)
+	return epoch
+}
+
 // busy reports whether any of parts has records in in-flight batches.
 func (in *Ingestor) busy(parts []int32) bool {
 	for _, p := range parts {

@@ -48,7 +48,8 @@ func (t *tracker) part(p int32) *partTrack {
 
 // Add records that offset was polled on partition p. It reports false (and
 // ignores the offset) when the offset is not greater than the last one
-// added: a redelivery the caller must not count twice.
+// added: the partition's position went back, which the caller must handle
+// (Ingestor.onRewound) before adding it again.
 func (t *tracker) Add(p int32, offset int64) bool {
 	pt := t.part(p)
 	if offset <= pt.lastAdded {
@@ -60,6 +61,14 @@ func (t *tracker) Add(p int32, offset int64) bool {
 	}
 	pt.entries = append(pt.entries, trackEntry{offset: offset})
 	return true
+}
+
+// LastAdded returns the last offset added for p, -1 when none.
+func (t *tracker) LastAdded(p int32) int64 {
+	if pt := t.parts[p]; pt != nil {
+		return pt.lastAdded
+	}
+	return -1
 }
 
 // Done marks offset on p finished. Unknown partitions or offsets are

@@ -334,8 +334,9 @@ func (c *Consumer) HighWatermark(partition int32) (int64, bool) {
 }
 
 // Probe asks a broker for the topic's metadata and reports whether one
-// answered within timeout and ctx's deadline (a request begun runs out its
-// wait, as Producer.Probe's). It is safe to call from any goroutine.
+// answered within timeout and ctx's deadline and the topic can be used (a
+// *record.TopicError when not; a request begun runs out its wait, as
+// Producer.Probe's). It is safe to call from any goroutine.
 func (c *Consumer) Probe(ctx context.Context, timeout time.Duration) error {
 	ms, err := metadataWait(ctx, timeout)
 	if err != nil {
@@ -348,7 +349,7 @@ func (c *Consumer) Probe(ctx context.Context, timeout time.Duration) error {
 	if len(md.Brokers) == 0 {
 		return fmt.Errorf("kafka metadata: no brokers: %w", record.ErrUnavailable)
 	}
-	return nil
+	return topicMissing(md, c.topic)
 }
 
 // Close leaves the group (revoking the assignment through the revoked

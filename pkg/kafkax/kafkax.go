@@ -8,6 +8,7 @@ package kafkax
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -236,6 +237,20 @@ func toRecord(topic string, m *kafka.Message) record.Record {
 		r.TimestampType = record.TimestampNone
 	}
 	return r
+}
+
+// topicMissing returns a *record.TopicError when md holds topic with an
+// error of its own (unknown, not authorised, no leader yet): the brokers
+// answered, but the topic cannot be used.
+func topicMissing(md *kafka.Metadata, topic string) error {
+	tm, ok := md.Topics[topic]
+	if !ok {
+		return &record.TopicError{Topic: topic, Err: errors.New("not in the brokers' answer")}
+	}
+	if tm.Error.Code() != kafka.ErrNoError {
+		return &record.TopicError{Topic: topic, Err: tm.Error}
+	}
+	return nil
 }
 
 // metadataWait is the wait, in the whole milliseconds librdkafka takes, of

@@ -368,8 +368,9 @@ func (pr *Producer) reset(c *client, cause error) {
 
 // Probe asks the cluster for metadata of topic (or, when topic is "", for
 // the broker list only) and reports whether a broker answered within timeout
-// and ctx's deadline. The request runs out its wait even if ctx is
-// cancelled meanwhile (librdkafka takes no cancellation).
+// and ctx's deadline and, given a topic, whether the topic can be used (a
+// *record.TopicError when not). The request runs out its wait even if ctx
+// is cancelled meanwhile (librdkafka takes no cancellation).
 func (pr *Producer) Probe(ctx context.Context, topic string, timeout time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -394,6 +395,9 @@ func (pr *Producer) Probe(ctx context.Context, topic string, timeout time.Durati
 	}
 	if len(md.Brokers) == 0 {
 		return fmt.Errorf("kafka metadata: no brokers: %w", record.ErrUnavailable)
+	}
+	if topic != "" {
+		return topicMissing(md, topic)
 	}
 	return nil
 }

@@ -1,6 +1,9 @@
 package record
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinels a producer wraps into its per-record errors so that callers can
 // tell the cluster's faults from the record's without importing the client
@@ -18,3 +21,15 @@ var (
 	// or the caller's context ended first). Send it again; count nothing.
 	ErrNotAttempted = errors.New("publish not attempted")
 )
+
+// TopicError says that the brokers answered but cannot serve topic: it does
+// not exist (yet), is not authorised, or has no leader. A probe returns it,
+// so that readiness names the topic rather than the brokers.
+type TopicError struct {
+	Topic string
+	Err   error
+}
+
+func (e *TopicError) Error() string { return fmt.Sprintf("topic %s: %v", e.Topic, e.Err) }
+
+func (e *TopicError) Unwrap() error { return e.Err }

@@ -1,0 +1,58 @@
+package kafkax
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/record"
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+// A probe of a topic the brokers do not have fails with a *record.TopicError
+// naming it, so that readiness says which topic is missing, not that the
+// brokers are unreachable; the brokers alone, and a topic they have, pass.
+func TestProbeNamesAMissingTopic(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	existing := testenv.Topic(t, "probe", 1)
+	missing := "probe-missing-" + uuid.NewString()[:8]
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	requireMissing := func(err error) {
+		t.Helper()
+		var topicErr *record.TopicError
+		require.True(t, errors.As(err, &topicErr), "a TopicError: %v", err)
+		require.Equal(t, missing, topicErr.Topic)
+		require.Contains(t, err.Error(), missing)
+	}
+
+	c, err := NewConsumer(logger, ConsumerConfig{
+		ClientConfig: ClientConfig{BootstrapServers: bootstrap, ClientID: "probe-test"},
+		GroupID:      "probe-" + missing, Topic: missing,
+	})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c.Close()) }()
+	requireMissing(c.Probe(ctx, 5*time.Second))
+
+	// allow.auto.create.topics=false: the dev broker, as Apache Kafka by
+	// default, would otherwise create the topic for the producer's request.
+	p, err := NewProducer(logger, ProducerConfig{
+		ClientConfig: ClientConfig{BootstrapServers: bootstrap, ClientID: "probe-test",
+			Properties: map[string]string{"allow.auto.create.topics": "false"}},
+		DeliveryTimeout: 5 * time.Second,
+	})
+	require.NoError(t, err)
+	defer p.Close(time.Second)
+	requireMissing(p.Probe(ctx, missing, 5*time.Second))
+	require.NoError(t, p.Probe(ctx, existing, 5*time.Second))
+	require.NoError(t, p.Probe(ctx, "", 5*time.Second))
+}
