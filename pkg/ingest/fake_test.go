@@ -281,14 +281,14 @@ func (s *fakeStore) routes() int {
 }
 
 func (s *fakeStore) Write(ctx context.Context, recs []passport.Accepted) error {
-	tx, err := s.BeginWrite(ctx, recs)
+	tx, err := s.BeginWrite(ctx, recs, 0)
 	if err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
 }
 
-func (s *fakeStore) BeginWrite(ctx context.Context, recs []passport.Accepted) (store.WriteTx, error) {
+func (s *fakeStore) BeginWrite(ctx context.Context, recs []passport.Accepted, _ time.Duration) (store.WriteTx, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -948,7 +948,9 @@ func TestFakeBatchMaxWait(t *testing.T) {
 	t.Parallel()
 	c := newFakeConsumer(0)
 	s := newFakeStore()
-	startFake(t, c, s, &fakeDLQ{}, func(cfg *ingest.Config) { cfg.BatchMaxWait = 50 * time.Millisecond })
+	// Long beside a parse: the loop parses a record before polling the
+	// next (up to ~100 ms under -race on a loaded machine).
+	startFake(t, c, s, &fakeDLQ{}, func(cfg *ingest.Config) { cfg.BatchMaxWait = time.Second })
 	c.add(0, values(t, 3)...)
 	require.Eventually(t, func() bool { return s.routes() == 3 }, 5*time.Second, time.Millisecond)
 	s.mu.Lock()

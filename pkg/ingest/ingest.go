@@ -53,8 +53,9 @@ type Store interface {
 	// Write writes accepted in a transaction of its own and commits it.
 	Write(ctx context.Context, accepted []passport.Accepted) error
 	// BeginWrite begins a transaction on a connection of its own and
-	// writes accepted in it; the caller commits or rolls back.
-	BeginWrite(ctx context.Context, accepted []passport.Accepted) (store.WriteTx, error)
+	// writes accepted in it; the caller commits or rolls back. The server
+	// ends the session if the transaction sits idle for maxIdle.
+	BeginWrite(ctx context.Context, accepted []passport.Accepted, maxIdle time.Duration) (store.WriteTx, error)
 	// Ping makes one round trip.
 	Ping(ctx context.Context) error
 	// Stuck fails when the writer's sessions wait for a lock that nobody

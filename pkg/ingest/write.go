@@ -170,11 +170,22 @@ func (in *Ingestor) onceTimeout() time.Duration { return 2 * in.cfg.WriteTimeout
 func (in *Ingestor) beginWrite(ctx context.Context, items []*item) (tx store.WriteTx, err error) {
 	accepted := acceptedOf(items)
 	err = in.dbCall(ctx, in.cfg.WriteTimeout, func(c context.Context) error {
-		tx, err = in.store.BeginWrite(c, accepted)
+		tx, err = in.store.BeginWrite(c, accepted, in.heldIdleBound())
 		return err
 	})
 	return tx, err
 }
+
+// heldIdleBound is how long a held transaction may sit idle before the
+// server ends its session. It waits only for the batch ahead, whose write
+// is bounded by onceTimeout (the one before that has finished: a slot
+// frees when a batch ends), so a live ingestor never reaches it; one that
+// froze, or whose node vanished, while holding it (its row locks stop the
+// ingestor that took its partitions over) loses it seconds after the
+// group's session timeout hands the partitions on. Reaching it wrongly
+// costs a retry: the commit fails as unavailable and the records are
+// written again.
+func (in *Ingestor) heldIdleBound() time.Duration { return in.onceTimeout() + 2*time.Second }
 
 func acceptedOf(items []*item) []passport.Accepted {
 	accepted := make([]passport.Accepted, len(items))

@@ -123,7 +123,7 @@ func TestWritesUnderSerializableDefault(t *testing.T) {
 	for name, write := range map[string]func(passport.Accepted) error{
 		"Write": func(acc passport.Accepted) error { return s.Write(ctx, []passport.Accepted{acc}) },
 		"BeginWrite": func(acc passport.Accepted) error {
-			tx, err := s.BeginWrite(ctx, []passport.Accepted{acc})
+			tx, err := s.BeginWrite(ctx, []passport.Accepted{acc}, 0)
 			if err != nil {
 				return err
 			}
@@ -131,7 +131,7 @@ func TestWritesUnderSerializableDefault(t *testing.T) {
 		},
 	} {
 		id := uuid.NewString()
-		first, err := s.BeginWrite(ctx, []passport.Accepted{passportRecord(t, id, "insert", "t1", 1)})
+		first, err := s.BeginWrite(ctx, []passport.Accepted{passportRecord(t, id, "insert", "t1", 1)}, 0)
 		require.NoError(t, err, name)
 		second := make(chan error, 1)
 		go func() { second <- write(passportRecord(t, id, "update", "t2", 2)) }()

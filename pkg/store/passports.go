@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -64,7 +65,7 @@ func (s *Passports) Write(ctx context.Context, accepted []passport.Accepted) err
 		// again at read committed, the level the statements are
 		// written for.
 		err = retryConflicts(ctx, func() error {
-			tx, err := s.BeginWrite(ctx, accepted)
+			tx, err := s.BeginWrite(ctx, accepted, 0)
 			if err != nil {
 				return err
 			}
@@ -96,6 +97,14 @@ type WriteTx interface {
 // batches: the next batch's statements run while this one's commit waits
 // for its WAL flush, and a batch commits only after its predecessor did.
 //
+// maxIdle, when positive, is how long the transaction may then sit idle
+// before the server ends the session (idle_in_transaction_session_timeout,
+// set for this transaction only, so a pooler's next client does not get
+// it). Should the caller's process freeze or its node vanish while it
+// holds the transaction, its row locks would otherwise stay until the
+// server's TCP keepalive noticed, hours later, and the ingestor that took
+// its partitions over would wait on them all that time.
+//
 // It upserts the passports of accepted by route_id (last write wins,
 // updated_at = statement_timestamp(), created_at kept), inserts the two
 // outbox rows of each route the write inserts (a route already in
@@ -114,11 +123,14 @@ type WriteTx interface {
 // transactions, so a later write of a route may run in a transaction that
 // started before the one that inserted it, and now() (the transaction
 // start) would then put updated_at before created_at.
-func (s *Passports) BeginWrite(ctx context.Context, accepted []passport.Accepted) (WriteTx, error) {
+func (s *Passports) BeginWrite(ctx context.Context, accepted []passport.Accepted, maxIdle time.Duration) (WriteTx, error) {
 	b := &pgx.Batch{}
 	// Explicitly: the database's or role's default may be stricter, and
 	// concurrent writes would then lose serialization races.
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if maxIdle > 0 {
+		b.Queue(idleBoundSQL, strconv.FormatInt(max(maxIdle.Milliseconds(), 1), 10))
+	}
 	n, err := s.queue(b, accepted)
 	if err != nil {
 		return nil, err
@@ -131,6 +143,10 @@ func (s *Passports) BeginWrite(ctx context.Context, accepted []passport.Accepted
 	}
 	return &passportTx{tx: tx}, nil
 }
+
+// idleBoundSQL sets idle_in_transaction_session_timeout, in milliseconds,
+// for the current transaction only.
+const idleBoundSQL = `select set_config('idle_in_transaction_session_timeout', $1, true)`
 
 // passportTx is one ingest transaction.
 type passportTx struct {

@@ -191,13 +191,13 @@ func TestPassportsBeginWriteQueuesBehindUncommittedInsert(t *testing.T) {
 	s := store.NewPassports(pool, 3)
 	id := uuid.NewString()
 
-	first, err := s.BeginWrite(ctx, []passport.Accepted{passportRecord(t, id, "insert", "t1", 1)})
+	first, err := s.BeginWrite(ctx, []passport.Accepted{passportRecord(t, id, "insert", "t1", 1)}, 0)
 	require.NoError(t, err)
 	defer func() { _ = first.Rollback(ctx) }()
 
 	second := make(chan error, 1)
 	go func() {
-		tx, err := s.BeginWrite(ctx, []passport.Accepted{passportRecord(t, id, "update", "t2", 2)})
+		tx, err := s.BeginWrite(ctx, []passport.Accepted{passportRecord(t, id, "update", "t2", 2)}, 0)
 		if err == nil {
 			err = tx.Commit(ctx)
 		}
@@ -224,6 +224,49 @@ func TestPassportsBeginWriteQueuesBehindUncommittedInsert(t *testing.T) {
 	var outbox int
 	require.NoError(t, pool.QueryRow(ctx, "select count(*) from route_passport_outbox where route_id = $1", id).Scan(&outbox))
 	require.Equal(t, 2, outbox, "the outbox rows are the first record's, once")
+}
+
+// A transaction left idle past maxIdle (its writer frozen, or its node
+// gone) is ended by the server, so another writer of the same route stops
+// waiting for its row lock; the bound is the transaction's own and does
+// not stay with the pooled connection.
+func TestPassportsHeldWriteEndsWhenLeftIdle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testenv.Pool(t)
+	s := store.NewPassports(pool, 3)
+	id := uuid.NewString()
+
+	abandoned, err := s.BeginWrite(ctx, []passport.Accepted{passportRecord(t, id, "abandoned", "t1", 1)}, 300*time.Millisecond)
+	require.NoError(t, err)
+	defer func() { _ = abandoned.Rollback(ctx) }() // the pool's close waits for its connection
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, s.Write(wctx, []passport.Accepted{passportRecord(t, id, "next", "t2", 2)}), "the write behind the abandoned one")
+	waited := time.Since(start)
+	require.Less(t, waited, 5*time.Second, "the abandoned transaction ended after about its bound")
+	t.Logf("figures: the write behind a transaction idle for 300 ms waited %s", waited.Round(time.Millisecond))
+	require.Error(t, abandoned.Commit(ctx), "the abandoned transaction's session was ended")
+
+	var name string
+	require.NoError(t, pool.QueryRow(ctx, "select route_name_full from route_passports where route_id = $1", id).Scan(&name))
+	require.Equal(t, "next", name)
+
+	kept, err := s.BeginWrite(ctx, []passport.Accepted{passportRecord(t, uuid.NewString(), "kept", "t3", 3)}, 300*time.Millisecond)
+	require.NoError(t, err)
+	require.NoError(t, kept.Commit(ctx))
+	conns := pool.AcquireAllIdle(ctx)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for _, c := range conns {
+		var setting string
+		require.NoError(t, c.QueryRow(ctx, "show idle_in_transaction_session_timeout").Scan(&setting))
+		require.Equal(t, "0", setting, "no pooled connection keeps the bound")
+	}
 }
 
 // Write is one implicit transaction: a statement that fails leaves nothing
