@@ -17,6 +17,7 @@ type item struct {
 	// once it parsed.
 	acc   passport.Accepted
 	epoch uint64 // assignment epoch of the record's partition when polled
+	gen   uint64 // the tracker's gen of the record's offset (tracker.Truncate)
 
 	// passport or cerr: the parse's outcome, set by the poll loop while the
 	// record is pending or by its batch (parse.go).

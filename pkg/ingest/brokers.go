@@ -48,9 +48,12 @@ func (in *Ingestor) watchBrokers(ctx context.Context) {
 		// change finds its line already written.
 		if !known || down != (err != nil) {
 			known, down = true, err != nil
-			if down {
+			switch {
+			case down && topicErr != nil:
+				in.logger.WarnContext(ctx, "kafka: the brokers answer without the input topic; nothing is consumed", "err", err)
+			case down:
 				in.logger.WarnContext(ctx, "kafka unreachable; records wait in the topic", "err", err)
-			} else {
+			default:
 				in.logger.InfoContext(ctx, "kafka reachable")
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/ingest"
@@ -463,6 +464,8 @@ func TestFakeMissingInputTopicReadiness(t *testing.T) {
 		err := r.ready.Check()
 		return err != nil && strings.Contains(err.Error(), "kafka: input topic in: Broker: Unknown topic or partition")
 	}, 5*time.Second, 5*time.Millisecond, "readiness: %v", r.ready.Check())
+	require.Equal(t, 1, r.logs.count("the brokers answer without the input topic"))
+	require.Zero(t, r.logs.count("kafka unreachable"), "the brokers answered")
 }
 
 // When the client moves a partition's position back within an assignment
@@ -486,6 +489,30 @@ func TestFakeRewoundPartitionIsReadAgain(t *testing.T) {
 		"committed: %d, %d", c.committedAt(0), c.committedAt(1))
 	require.Equal(t, 22+22+25+15, s.routes(), "every record of the new logs is written")
 	require.Equal(t, 2, r.logs.count("the partition's offsets went back"))
+}
+
+// A log truncated below what was polled (librdkafka seeks to where an
+// unclean leader election cut it): the records below the cut are still the
+// log's and are written, those above it are other records and are polled
+// again. Before, everything pending for the partition was dropped and the
+// records between the last commit and the cut were never written.
+func TestFakeTruncatedPartitionKeepsWhatLiesBelow(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	s := newFakeStore()
+	r := startFake(t, c, s, &fakeDLQ{}, func(cfg *ingest.Config) { cfg.BatchSize = 5 })
+	calls, release := holdWrites(t, s, 2)
+	c.add(0, values(t, 30)...)
+	require.Eventually(t, func() bool { return calls.Load() == 2 && r.stageCount(t, "parsed") == 30 }, 5*time.Second, time.Millisecond,
+		"0–9 held in two writes, 10–29 polled and waiting")
+	c.rewind(0, 20, values(t, 5)...)
+	release(1)
+	release(2)
+	assert.Eventually(t, func() bool { return c.committedAt(0) == 25 && s.routes() == 25 }, 5*time.Second, time.Millisecond)
+	_, _ = r.stop(t)
+	require.Equal(t, int64(25), c.committedAt(0), "committed to the new log's end")
+	require.Equal(t, 25, s.routes(), "0–19 and the 5 new records; the old ones above the cut dropped")
+	require.Equal(t, 1, r.logs.count("the partition's offsets went back"))
 }
 
 // A partition paused during an outage, revoked and assigned again, must

@@ -53,9 +53,10 @@ func (in *Ingestor) loop(ctx, batchCtx context.Context) error {
 		if !ok {
 			continue // a straggler of a revoked partition
 		}
-		if !in.tracker.Add(rec.Partition, rec.Offset) {
-			epoch = in.onRewound(ctx, rec.Partition, rec.Offset)
-			in.tracker.Add(rec.Partition, rec.Offset)
+		gen, ok := in.tracker.Add(rec.Partition, rec.Offset)
+		if !ok {
+			in.onRewound(ctx, rec.Partition, rec.Offset)
+			gen, _ = in.tracker.Add(rec.Partition, rec.Offset)
 		}
 		if len(in.pending) == 0 {
 			in.pendingSince = time.Now()
@@ -63,7 +64,7 @@ func (in *Ingestor) loop(ctx, batchCtx context.Context) error {
 		if !rec.Timestamp.IsZero() {
 			in.metrics.stageFetched.Observe(fetched.Sub(rec.Timestamp).Seconds())
 		}
-		it := &item{epoch: epoch, fetched: fetched}
+		it := &item{epoch: epoch, gen: gen, fetched: fetched}
 		it.acc.Source = *rec
 		in.pending = append(in.pending, it)
 		in.pendingBytes += len(rec.Value)
@@ -214,7 +215,7 @@ func (in *Ingestor) finish(b *batch) {
 	for _, it := range b.items {
 		in.dispatched[it.rec().Partition]--
 		if it.done && in.stillOwned(it) {
-			in.tracker.Done(it.rec().Partition, it.rec().Offset)
+			in.tracker.Done(it.rec().Partition, it.rec().Offset, it.gen)
 		}
 	}
 	if in.last == b {

@@ -48,7 +48,7 @@ func (in *Ingestor) onRevoked(parts []int32, lost bool) {
 	for _, p := range parts {
 		revoked[p] = true
 	}
-	in.dropPending(revoked)
+	in.dropPending(func(it *item) bool { return revoked[it.rec().Partition] })
 	if !lost && !in.finished {
 		deadline := time.Now().Add(in.cfg.RevokeTimeout)
 		for in.busy(parts) && time.Now().Before(deadline) {
@@ -82,26 +82,18 @@ func (in *Ingestor) onRevoked(parts []int32, lost bool) {
 // onRewound starts partition p over at offset, which is not past the last
 // offset polled from it in this assignment. The ingestor never seeks, so
 // the client moved the position back itself: auto.offset.reset after the
-// log under the position changed (the topic deleted and created again, or
-// the log truncated by an unclean leader election). The records from
-// offset on are not the ones polled there before, so p is tracked afresh
-// under a new epoch, as if assigned again: its pending records are
-// dropped, batches in flight for it finish without counting, and its
-// committed offset may go back. Were it ever a plain redelivery, this
-// costs only writing the same records again.
-func (in *Ingestor) onRewound(ctx context.Context, p int32, offset int64) uint64 {
+// log under the position changed (the topic deleted and created again:
+// back to its start), or a seek to where an unclean leader election
+// truncated the log. The records from offset on are not the ones polled
+// there before: the tracker forgets those (batches in flight finish them
+// without counting) and their pending copies are dropped. Records below
+// offset are still the log's and stay tracked.
+func (in *Ingestor) onRewound(ctx context.Context, p int32, offset int64) {
 	last := in.tracker.LastAdded(p)
-	in.ownedMu.Lock()
-	in.epoch++
-	in.owned[p] = in.epoch
-	epoch := in.epoch
-	in.tracker.Drop(p)
-	delete(in.groupOffsets, p)
-	in.ownedMu.Unlock()
-	in.dropPending(map[int32]bool{p: true})
+	in.tracker.Truncate(p, offset)
+	in.dropPending(func(it *item) bool { return it.rec().Partition == p && it.rec().Offset >= offset })
 	in.logger.WarnContext(ctx, "the partition's offsets went back (topic recreated or log truncated); reading it again from there",
 		"partition", p, "offset", offset, "last_polled", last)
-	return epoch
 }
 
 // busy reports whether any of parts has records in in-flight batches.
@@ -114,12 +106,12 @@ func (in *Ingestor) busy(parts []int32) bool {
 	return false
 }
 
-// dropPending forgets unbatched records of the given partitions (all when
-// nil). They were never committed, so they will be polled again.
-func (in *Ingestor) dropPending(parts map[int32]bool) {
+// dropPending forgets the unbatched records drop selects (all when nil).
+// They were never committed, so they will be polled again.
+func (in *Ingestor) dropPending(drop func(*item) bool) {
 	kept := in.pending[:0]
 	for _, it := range in.pending {
-		if parts == nil || parts[it.rec().Partition] {
+		if drop == nil || drop(it) {
 			in.pendingBytes -= len(it.rec().Value)
 			continue
 		}

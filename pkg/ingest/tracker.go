@@ -23,6 +23,10 @@ type partTrack struct {
 	next int64
 	// lastAdded guards the increasing order.
 	lastAdded int64
+	// gen counts the Truncates: an offset added after one is another
+	// record than the one polled at that offset before it, and only the
+	// record added under an entry's gen may finish that entry.
+	gen uint64
 	// committed is the last offset committed (the "next to read" form), -1
 	// when none.
 	committed int64
@@ -32,6 +36,7 @@ type partTrack struct {
 
 type trackEntry struct {
 	offset int64
+	gen    uint64
 	done   bool
 }
 
@@ -46,21 +51,44 @@ func (t *tracker) part(p int32) *partTrack {
 	return pt
 }
 
-// Add records that offset was polled on partition p. It reports false (and
-// ignores the offset) when the offset is not greater than the last one
-// added: the partition's position went back, which the caller must handle
-// (Ingestor.onRewound) before adding it again.
-func (t *tracker) Add(p int32, offset int64) bool {
+// Add records that offset was polled on partition p and returns the gen
+// that finishes it (Done). It reports false (and ignores the offset) when
+// the offset is not greater than the last one added: the partition's
+// position went back, which the caller must handle (Truncate) before adding
+// it again.
+func (t *tracker) Add(p int32, offset int64) (gen uint64, ok bool) {
 	pt := t.part(p)
 	if offset <= pt.lastAdded {
-		return false
+		return 0, false
 	}
 	pt.lastAdded = offset
 	if pt.first < 0 {
 		pt.first = offset
 	}
-	pt.entries = append(pt.entries, trackEntry{offset: offset})
-	return true
+	pt.entries = append(pt.entries, trackEntry{offset: offset, gen: pt.gen})
+	return pt.gen, true
+}
+
+// Truncate forgets p's offsets from offset on: the log under them changed,
+// and what is polled there next is other records. Offsets below it stay
+// tracked (a truncated log keeps them; a recreated topic truncates at 0).
+// When none of them is unfinished, offset itself becomes committable at
+// once, even below the last commit: the group's offset must not stay past
+// records of the new log that a next owner would then skip.
+func (t *tracker) Truncate(p int32, offset int64) {
+	pt := t.part(p)
+	live := pt.entries[pt.head:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].offset >= offset })
+	pt.entries = pt.entries[:pt.head+i]
+	pt.lastAdded = offset - 1
+	pt.gen++
+	if i == 0 {
+		pt.next = offset
+	}
+	pt.committed = -1
+	if pt.first > offset {
+		pt.first = offset
+	}
 }
 
 // LastAdded returns the last offset added for p, -1 when none.
@@ -71,16 +99,18 @@ func (t *tracker) LastAdded(p int32) int64 {
 	return -1
 }
 
-// Done marks offset on p finished. Unknown partitions or offsets are
-// ignored: they belong to an assignment that was revoked meanwhile.
-func (t *tracker) Done(p int32, offset int64) {
+// Done marks offset on p, added under gen, finished. Unknown partitions or
+// offsets are ignored: they belong to an assignment that was revoked
+// meanwhile, or to a log that was truncated (the entry at that offset, if
+// any, has another gen).
+func (t *tracker) Done(p int32, offset int64, gen uint64) {
 	pt := t.parts[p]
 	if pt == nil {
 		return
 	}
 	live := pt.entries[pt.head:]
 	i := sort.Search(len(live), func(i int) bool { return live[i].offset >= offset })
-	if i == len(live) || live[i].offset != offset {
+	if i == len(live) || live[i].offset != offset || live[i].gen != gen {
 		return
 	}
 	live[i].done = true
@@ -107,9 +137,11 @@ func (t *tracker) Committable(p int32) (int64, bool) {
 	return pt.next, true
 }
 
-// Committed records that offset was committed for p.
+// Committed records that offset was committed for p. A commit sent before
+// a Truncate may report an offset past the new next: it is ignored, so the
+// truncation point is committed after it.
 func (t *tracker) Committed(p int32, offset int64) {
-	if pt := t.parts[p]; pt != nil && offset > pt.committed {
+	if pt := t.parts[p]; pt != nil && offset > pt.committed && offset <= pt.next {
 		pt.committed = offset
 	}
 }
