@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -129,7 +128,7 @@ func (s *Passports) BeginWrite(ctx context.Context, accepted []passport.Accepted
 	// concurrent writes would then lose serialization races.
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if maxIdle > 0 {
-		b.Queue(idleBoundSQL, strconv.FormatInt(max(maxIdle.Milliseconds(), 1), 10))
+		b.Queue(idleBoundSQL, max(maxIdle.Milliseconds(), 1))
 	}
 	n, err := s.queue(b, accepted)
 	if err != nil {
@@ -144,9 +143,14 @@ func (s *Passports) BeginWrite(ctx context.Context, accepted []passport.Accepted
 	return &passportTx{tx: tx}, nil
 }
 
-// idleBoundSQL sets idle_in_transaction_session_timeout, in milliseconds,
-// for the current transaction only.
-const idleBoundSQL = `select set_config('idle_in_transaction_session_timeout', $1, true)`
+// idleBoundSQL sets idle_in_transaction_session_timeout to $1 milliseconds
+// for the current transaction only, unless the operator's setting (server,
+// database, role) is already as strict: the setting shows with its unit
+// ("500ms", "1min"), which reads as an interval.
+const idleBoundSQL = `select set_config('idle_in_transaction_session_timeout', p.ms::text, true)
+  from (select $1::bigint as ms) p
+ where current_setting('idle_in_transaction_session_timeout')::interval = interval '0'
+    or current_setting('idle_in_transaction_session_timeout')::interval > p.ms * interval '1 millisecond'`
 
 // passportTx is one ingest transaction.
 type passportTx struct {

@@ -9,6 +9,9 @@ import (
 // WriteSQL is the ingest write's statement, for the encoding tests.
 const WriteSQL = writeSQL
 
+// IdleBoundSQL is BeginWrite's idle bound, for its tests.
+const IdleBoundSQL = idleBoundSQL
+
 // WriteArgs returns the arguments of s's ingest write of accepted.
 func WriteArgs(s *Passports, accepted []passport.Accepted) ([]any, error) {
 	b := &pgx.Batch{}

@@ -269,6 +269,35 @@ func TestPassportsHeldWriteEndsWhenLeftIdle(t *testing.T) {
 	}
 }
 
+// An operator's stricter idle_in_transaction_session_timeout stays: the
+// bound only tightens it.
+func TestPassportsHeldWriteKeepsAStricterSetting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testenv.Pool(t)
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	check := func(session string, maxIdle time.Duration, want string) {
+		t.Helper()
+		_, err := conn.Exec(ctx, "select set_config('idle_in_transaction_session_timeout', $1, false)", session)
+		require.NoError(t, err)
+		tx, err := conn.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, store.IdleBoundSQL, maxIdle.Milliseconds())
+		require.NoError(t, err)
+		var got string
+		require.NoError(t, tx.QueryRow(ctx, "show idle_in_transaction_session_timeout").Scan(&got))
+		require.Equal(t, want, got, "session %s, bound %s", session, maxIdle)
+	}
+	check("0", 8*time.Second, "8s")
+	check("1min", 8*time.Second, "8s")
+	check("500ms", 8*time.Second, "500ms")
+	check("8s", 8*time.Second, "8s")
+	check("8001ms", 8*time.Second, "8s")
+}
+
 // Write is one implicit transaction: a statement that fails leaves nothing
 // of the others behind.
 func TestPassportsWriteIsAtomic(t *testing.T) {
