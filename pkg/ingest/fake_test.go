@@ -347,16 +347,28 @@ func (t *fakeTx) Commit(ctx context.Context) error {
 
 func (t *fakeTx) Rollback(context.Context) error { return nil }
 
-type fakeDLQ struct{ n atomic.Int32 }
+type fakeDLQ struct {
+	n        atomic.Int32
+	gate     chan struct{}         // when set, ProduceBatch waits until it is closed
+	probeErr atomic.Pointer[error] // Probe's answer when set
+}
 
 func (d *fakeDLQ) ProduceBatch(_ context.Context, recs []record.Record) []error {
+	if d.gate != nil {
+		<-d.gate
+	}
 	d.n.Add(int32(len(recs)))
 	return make([]error, len(recs))
 }
 
 func (d *fakeDLQ) TooLarge(error) bool { return false }
 
-func (d *fakeDLQ) Probe(ctx context.Context, _ string, _ time.Duration) error { return ctx.Err() }
+func (d *fakeDLQ) Probe(ctx context.Context, _ string, _ time.Duration) error {
+	if err := d.probeErr.Load(); err != nil {
+		return *err
+	}
+	return ctx.Err()
+}
 
 // logCounter counts log records whose message contains a substring.
 type logCounter struct {
@@ -466,6 +478,32 @@ func TestFakeMissingInputTopicReadiness(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond, "readiness: %v", r.ready.Check())
 	require.Equal(t, 1, r.logs.count("the brokers answer without the input topic"))
 	require.Zero(t, r.logs.count("kafka unreachable"), "the brokers answered")
+}
+
+// A dead letter outstanding while the brokers answer without the DLQ topic
+// (a broker that does not create topics on demand): the ingestor is not
+// ready within the stall probe's second or so, /readyz names the topic,
+// and it is ready again once the letter is acknowledged.
+func TestFakeMissingDLQTopicIsNamed(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	d := &fakeDLQ{gate: make(chan struct{})}
+	var missing error = &record.TopicError{Topic: "dlq", Err: errors.New("Broker: Unknown topic or partition")}
+	d.probeErr.Store(&missing)
+	r := startFake(t, c, newFakeStore(), d)
+	release := sync.OnceFunc(func() { close(d.gate) })
+	t.Cleanup(release)
+	c.add(0, []byte("not json"))
+	start := time.Now()
+	require.Eventually(t, func() bool {
+		err := r.ready.Check()
+		return err != nil && strings.Contains(err.Error(), "dlq: topic dlq: Broker: Unknown topic or partition")
+	}, 10*time.Second, 5*time.Millisecond, "readiness: %v", r.ready.Check())
+	t.Logf("figures: not ready %s after the dead letter was sent", time.Since(start).Round(time.Millisecond))
+
+	d.probeErr.Store(nil)
+	release()
+	require.Eventually(t, func() bool { return r.ready.Check() == nil && c.committedAt(0) == 1 }, 10*time.Second, 5*time.Millisecond)
 }
 
 // When the client moves a partition's position back within an assignment

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pcp/route-processing/pkg/backoff"
 	"github.com/pcp/route-processing/pkg/obs"
+	"github.com/pcp/route-processing/pkg/record"
 	"github.com/pcp/route-processing/pkg/store"
 )
 
@@ -116,7 +117,9 @@ func (h *health) unreached(ctx context.Context, err error) {
 	h.logger.WarnContext(ctx, h.component+" not reachable yet; retrying", "err", err)
 }
 
-// fail marks the dependency unavailable.
+// fail marks the dependency unavailable. /readyz says only that (a
+// database error names the user and the host), unless a topic is missing:
+// then it names the topic.
 func (h *health) fail(ctx context.Context, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -127,7 +130,12 @@ func (h *health) fail(ctx context.Context, err error) {
 	h.outage.Store(true)
 	h.since = time.Now()
 	h.logger.ErrorContext(ctx, h.component+" unavailable; pausing consumption and retrying", "err", err)
-	h.ready.Set(h.component, "unavailable")
+	reason := "unavailable"
+	var topicErr *record.TopicError
+	if errors.As(err, &topicErr) {
+		reason = topicErr.Error()
+	}
+	h.ready.Set(h.component, reason)
 }
 
 // The probes of a dependency. While it is down a probe runs every
