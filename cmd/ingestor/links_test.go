@@ -24,6 +24,8 @@ func TestFrozenBrokerIsReflectedInReadiness(t *testing.T) {
 	env := []string{
 		"DATABASE_URL=" + testenv.DatabaseURL(t),
 		"KAFKA_BOOTSTRAP_SERVERS=" + broker.Addr(),
+		// Not ready while the brokers answer without it.
+		"TOPIC_INPUT=" + testenv.CreateTopic(t, broker.Addr(), "links-in", 1),
 		"HTTP_ADDR=" + addr,
 		"LOG_LEVEL=warn",
 	}
