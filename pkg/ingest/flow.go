@@ -120,8 +120,8 @@ const (
 
 // ownedPartitions returns the assigned partitions, in order.
 func (in *Ingestor) ownedPartitions() []int32 {
-	in.ownedMu.Lock()
-	defer in.ownedMu.Unlock()
+	in.ownedMu.RLock()
+	defer in.ownedMu.RUnlock()
 	out := make([]int32, 0, len(in.owned))
 	for p := range in.owned {
 		out = append(out, p)

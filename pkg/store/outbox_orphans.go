@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/pcp/route-processing/pkg/backoff"
 )
 
 // A claim whose answer never came back may still have run on the server:
@@ -143,14 +145,8 @@ var orphanSettle = [...]time.Duration{0, 250 * time.Millisecond, 750 * time.Mill
 // releaseTokenTimeout even on a cancelled ctx.
 func (o *Outbox) ReleaseOrphans(ctx context.Context) {
 	for _, wait := range orphanSettle {
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
+		if wait > 0 && !backoff.Sleep(ctx, wait) {
+			return
 		}
 		tokens, from := o.orphans.all()
 		if len(tokens) == 0 {
