@@ -140,10 +140,33 @@ func Listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
+// Bounds of the HTTP server's connections. A client that opens a connection
+// and stops (a probe cut off by a network partition, a scraper gone without
+// a FIN) would otherwise hold it, and its goroutine, for as long as the
+// process runs: Go's server keeps an idle keep-alive connection forever
+// unless told otherwise. idleTimeout is above the usual Prometheus scrape
+// intervals (15 s–1 min), so a scraper's connection is still reused;
+// writeTimeout bounds a response to a reader that stopped reading, far
+// above what serving /metrics takes.
+const (
+	readHeaderTimeout = 5 * time.Second
+	idleTimeout       = 2 * time.Minute
+	writeTimeout      = 30 * time.Second
+)
+
 // Serve serves h on ln until ctx ends, then shuts down gracefully. Serving
 // errors go to errc.
 func Serve(ctx context.Context, logger *slog.Logger, ln net.Listener, h http.Handler) <-chan error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	return serve(ctx, logger, ln, h, idleTimeout)
+}
+
+func serve(ctx context.Context, logger *slog.Logger, ln net.Listener, h http.Handler, idle time.Duration) <-chan error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idle,
+		WriteTimeout:      writeTimeout,
+	}
 	errc := make(chan error, 1)
 	go func() {
 		err := srv.Serve(ln)

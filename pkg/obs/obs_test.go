@@ -1,10 +1,13 @@
 package obs
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -70,4 +73,41 @@ func TestJSONLogger(t *testing.T) {
 	buf.Reset()
 	NewLogger(&buf, "text", slog.LevelInfo, true).Info("shown", "k", 1)
 	require.Contains(t, buf.String(), "\x1b[", "colour when forced (FORCE_COLOR)")
+}
+
+// An idle keep-alive connection is closed by the server: one a client left
+// open without a FIN would otherwise hold a goroutine for the process's life.
+func TestServeClosesIdleConnections(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ln, err := Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	const idle = 200 * time.Millisecond
+	errc := serve(ctx, logger, ln, Handler(NewRegistry(), NewReadiness(NewRegistry(), "test")), idle)
+
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	_, err = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, 200, resp.StatusCode)
+
+	// The connection stays open (keep-alive) and idle; the server must
+	// close it after about idle, well before the read deadline.
+	start := time.Now()
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*idle)))
+	_, err = br.ReadByte()
+	require.ErrorIs(t, err, io.EOF, "the server did not close an idle connection within %s", 10*idle)
+	require.GreaterOrEqual(t, time.Since(start), idle/2, "closed before it was idle")
+
+	cancel()
+	require.NoError(t, <-errc)
 }
