@@ -128,6 +128,9 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 		"consumer_properties", slices.Sorted(maps.Keys(cfg.ConsumerProperties())),
 		"producer_properties", slices.Sorted(maps.Keys(cfg.ProducerProperties())))
 
+	go producer.WarnMissingTopics(ctx, []kafkax.TopicUse{{Name: cfg.TopicInputDLQ, Var: "TOPIC_INPUT_DLQ",
+		Effect: "the first invalid record pauses consumption until the topic exists"}})
+
 	consumerRunning = true
 	runErr := in.Run(ctx)
 	// Close leaves the group; the revocation it triggers commits nothing

@@ -131,6 +131,13 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The rows name their topics; these are the ones the contract's events
+	// go to (the ingestors' settings, which the relay's should match).
+	const effect = "rows for it count an attempt per try and end FAILED"
+	go producer.WarnMissingTopics(ctx, []kafkax.TopicUse{
+		{Name: cfg.TopicProcessedRoute, Var: "TOPIC_PROCESSED_ROUTE", Effect: effect},
+		{Name: cfg.TopicRouteGeoreference, Var: "TOPIC_ROUTE_GEOREFERENCE", Effect: effect},
+	})
 	listenDone := make(chan struct{})
 	go func() {
 		defer close(listenDone)

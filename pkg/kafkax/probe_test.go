@@ -2,9 +2,11 @@ package kafkax
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,4 +57,42 @@ func TestProbeNamesAMissingTopic(t *testing.T) {
 	requireMissing(p.Probe(ctx, missing, 5*time.Second))
 	require.NoError(t, p.Probe(ctx, existing, 5*time.Second))
 	require.NoError(t, p.Probe(ctx, "", 5*time.Second))
+}
+
+// WarnMissingTopics warns once for each topic the brokers answer without,
+// naming it and its variable, and says nothing of a topic they have.
+func TestWarnMissingTopics(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	existing := testenv.Topic(t, "warn-topic", 1)
+	missing := "warn-missing-" + uuid.NewString()[:8]
+	var logs testenv.SyncBuffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	p, err := NewProducer(logger, ProducerConfig{
+		ClientConfig: ClientConfig{BootstrapServers: bootstrap, ClientID: "warn-topics-test",
+			Properties: map[string]string{"allow.auto.create.topics": "false"}},
+		DeliveryTimeout: 5 * time.Second,
+	})
+	require.NoError(t, err)
+	defer p.Close(time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	p.WarnMissingTopics(ctx, []TopicUse{
+		{Name: existing, Var: "TOPIC_A", Effect: "a"},
+		{Name: missing, Var: "TOPIC_B", Effect: "b waits"},
+	})
+	require.NoError(t, ctx.Err(), "the check did not end while the brokers answer")
+	var warnings []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		if m["level"] == "WARN" {
+			warnings = append(warnings, m)
+		}
+	}
+	require.Len(t, warnings, 1, logs.String())
+	require.Equal(t, missing, warnings[0]["topic"])
+	require.Equal(t, "TOPIC_B", warnings[0]["variable"])
+	require.Equal(t, "b waits", warnings[0]["effect"])
 }

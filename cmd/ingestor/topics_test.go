@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+// A DLQ topic the brokers answer without is named in a warning at start,
+// not first at the first invalid record.
+func TestWarnsOfAMissingDLQTopic(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	addr, err := testenv.FreeAddr()
+	require.NoError(t, err)
+	dlq := "ingestor-dlq-missing-" + uuid.NewString()[:8]
+	env := []string{
+		"DATABASE_URL=postgres://pcp:pw@127.0.0.1:1/db?connect_timeout=1",
+		"KAFKA_BOOTSTRAP_SERVERS=" + bootstrap,
+		"TOPIC_INPUT=" + testenv.Topic(t, "topics-in", 1),
+		"TOPIC_INPUT_DLQ=" + dlq,
+		// The dev broker, like Apache Kafka by default, would create it.
+		"KAFKA_PRODUCER_PROPERTY_ALLOW_AUTO_CREATE_TOPICS=false",
+		"HTTP_ADDR=" + addr,
+		"LOG_LEVEL=warn",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr testenv.SyncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, env, io.Discard, &stderr) }()
+	t.Cleanup(cancel)
+
+	warned := func() bool {
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			if strings.Contains(line, "without a topic this process writes to") &&
+				strings.Contains(line, dlq) && strings.Contains(line, "TOPIC_INPUT_DLQ") {
+				return true
+			}
+		}
+		return false
+	}
+	require.Eventually(t, warned, 30*time.Second, 50*time.Millisecond, "no warning naming the DLQ topic; log: %s", &stderr)
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("ingestor did not stop within 30 s of cancellation")
+	}
+}
