@@ -41,9 +41,14 @@ func TestUnmigratedDatabaseSaysToMigrate(t *testing.T) {
 		return strings.Contains(stderr.String(), "the database schema is older than this build")
 	}, 20*time.Second, 50*time.Millisecond, "log: %s", &stderr)
 	require.Contains(t, stderr.String(), "run `ingestor migrate`")
-	code, body := get("/readyz")
+	// The line goes first, then the readiness it explains.
+	var code int
+	var body string
+	require.Eventually(t, func() bool {
+		code, body = get("/readyz")
+		return strings.Contains(body, "schema at version 0, this build needs")
+	}, 5*time.Second, 20*time.Millisecond, "/readyz: %d %s", code, body)
 	require.Equal(t, http.StatusServiceUnavailable, code)
-	require.Contains(t, body, "schema at version 0, this build needs")
 	require.Equal(t, 1, strings.Count(stderr.String(), "schema is older"), "said once")
 
 	_, err = store.MigrateURL(ctx, url)

@@ -102,19 +102,19 @@ func (h *health) unreached(ctx context.Context, err error) {
 	if h.outage.Load() {
 		return
 	}
+	// Each line goes before the readiness it explains, as in ok and fail.
 	var schema *store.SchemaError
 	if errors.As(err, &schema) {
-		h.ready.Set(h.component, fmt.Sprintf("schema at version %d, this build needs %d: run `ingestor migrate`", schema.Have, schema.Want))
 		if !h.schemaWarned.Swap(true) {
 			h.logger.ErrorContext(ctx, "the database schema is older than this build; nothing is consumed until it is migrated", "err", err)
 		}
+		h.ready.Set(h.component, fmt.Sprintf("schema at version %d, this build needs %d: run `ingestor migrate`", schema.Have, schema.Want))
 		return
+	}
+	if !h.warned.Swap(true) {
+		h.logger.WarnContext(ctx, h.component+" not reachable yet; retrying", "err", err)
 	}
 	h.ready.Set(h.component, h.initial) // an old schema's reason no longer holds
-	if h.warned.Swap(true) {
-		return
-	}
-	h.logger.WarnContext(ctx, h.component+" not reachable yet; retrying", "err", err)
 }
 
 // fail marks the dependency unavailable. /readyz says only that (a
