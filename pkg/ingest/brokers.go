@@ -28,40 +28,48 @@ func (in *Ingestor) watchBrokers(ctx context.Context) {
 	probe := func(ctx context.Context) error {
 		return in.consumer.Probe(ctx, probeWaitMax) // ctx bounds it to the patience's wait
 	}
-	var known, down bool // known: answered (or not) since "not probed yet" (New)
+	logged := brokersUnknown // "not probed yet" (New)
 	for {
 		err := patience.Run(ctx, probe)
 		if err != nil && ctx.Err() != nil {
 			return
 		}
-		var reason string
+		state, reason := brokersUp, ""
 		var topicErr *record.TopicError
 		switch {
 		case errors.As(err, &topicErr):
-			reason = "input " + topicErr.Error()
+			state, reason = brokersWithoutTopic, "input "+topicErr.Error()
 		case err != nil:
-			reason = "brokers unreachable: " + err.Error()
+			state, reason = brokersUnreachable, "brokers unreachable: "+err.Error()
 		}
 		// The reason names the probe's wait, which grows while the brokers
 		// stay away: one line per change of state, not of reason. The line
 		// goes before the readiness it explains, so whoever sees the state
 		// change finds its line already written.
-		if !known || down != (err != nil) {
-			known, down = true, err != nil
-			switch {
-			case down && topicErr != nil:
+		if state != logged {
+			logged = state
+			switch state {
+			case brokersWithoutTopic:
 				in.logger.WarnContext(ctx, "kafka: the brokers answer without the input topic; nothing is consumed", "err", err)
-			case down:
+			case brokersUnreachable:
 				in.logger.WarnContext(ctx, "kafka unreachable; records wait in the topic", "err", err)
 			default:
 				in.logger.InfoContext(ctx, "kafka reachable")
 			}
 		}
 		in.ready.Set(ComponentKafka, reason)
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, brokerProbeEvery) {
 			return
-		case <-time.After(brokerProbeEvery):
 		}
 	}
 }
+
+// brokersState is what watchBrokers last logged of the input's brokers.
+type brokersState int
+
+const (
+	brokersUnknown brokersState = iota
+	brokersUp
+	brokersUnreachable
+	brokersWithoutTopic
+)

@@ -480,6 +480,31 @@ func TestFakeMissingInputTopicReadiness(t *testing.T) {
 	require.Zero(t, r.logs.count("kafka unreachable"), "the brokers answered")
 }
 
+// Brokers unreachable at start, then answering without the input topic:
+// each cause has its line. Before, a line came only when readiness
+// flipped, so the log kept saying "unreachable" while the topic was what
+// was missing.
+func TestFakeInputTopicMissingAfterUnreachableIsLogged(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	var unreachable error = errors.New("Local: Broker transport failure")
+	c.probeErr.Store(&unreachable)
+	r := startFake(t, c, newFakeStore(), &fakeDLQ{})
+	require.Eventually(t, func() bool { return r.logs.count("kafka unreachable") == 1 }, 5*time.Second, 5*time.Millisecond)
+
+	var missing error = &record.TopicError{Topic: "in", Err: errors.New("Broker: Unknown topic or partition")}
+	c.probeErr.Store(&missing)
+	require.Eventually(t, func() bool {
+		err := r.ready.Check()
+		return err != nil && strings.Contains(err.Error(), "kafka: input topic in")
+	}, 5*time.Second, 5*time.Millisecond, "readiness: %v", r.ready.Check())
+	require.Equal(t, 1, r.logs.count("the brokers answer without the input topic"))
+
+	c.probeErr.Store(nil)
+	require.Eventually(t, func() bool { return r.logs.count("kafka reachable") == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Equal(t, 1, r.logs.count("kafka unreachable"), "one line per change of cause")
+}
+
 // A dead letter outstanding while the brokers answer without the DLQ topic
 // (a broker that does not create topics on demand): the ingestor is not
 // ready within the stall probe's second or so, /readyz names the topic,
