@@ -92,8 +92,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 
 	// Not ready until PostgreSQL and a broker were reached: registered
 	// before HTTP serves, so that no /readyz answers 200 in between.
-	ready.Set(ingest.ComponentPostgres, "not reached yet")
-	ready.Set(ingest.ComponentKafka, "not probed yet")
+	ingest.SetNotReadyYet(ready)
 
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHTTP()

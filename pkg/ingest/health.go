@@ -21,6 +21,9 @@ type health struct {
 	ready     *obs.Readiness
 	component string
 	initial   string // the reason it is not ready before it first works
+	// symptom names a failure for /readyz in a few words, without what
+	// the error may name (a database user and host): the log has the rest.
+	symptom func(error) string
 	// down: not ready (failing, or not yet seen working); outage: a
 	// failure was seen and no success since (consumption pauses); reached:
 	// seen working once (no batch starts before, see holding).
@@ -42,9 +45,9 @@ type health struct {
 	patience *backoff.Patience
 }
 
-func newHealth(logger *slog.Logger, ready *obs.Readiness, component, initial string) *health {
+func newHealth(logger *slog.Logger, ready *obs.Readiness, component, initial string, symptom func(error) string) *health {
 	h := &health{logger: logger.With("dependency", component), ready: ready, component: component, initial: initial,
-		patience: backoff.NewPatience(probeTimeout, probeWaitMax)}
+		symptom: symptom, patience: backoff.NewPatience(probeTimeout, probeWaitMax)}
 	if initial != "" {
 		h.down.Store(true)
 	} else {
@@ -117,9 +120,8 @@ func (h *health) unreached(ctx context.Context, err error) {
 	h.ready.Set(h.component, h.initial) // an old schema's reason no longer holds
 }
 
-// fail marks the dependency unavailable. /readyz says only that (a
-// database error names the user and the host), unless a topic is missing:
-// then it names the topic.
+// fail marks the dependency unavailable. /readyz names the missing topic
+// of a TopicError, otherwise the symptom of the failure.
 func (h *health) fail(ctx context.Context, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -130,7 +132,7 @@ func (h *health) fail(ctx context.Context, err error) {
 	h.outage.Store(true)
 	h.since = time.Now()
 	h.logger.ErrorContext(ctx, h.component+" unavailable; pausing consumption and retrying", "err", err)
-	reason := "unavailable"
+	reason := h.symptom(err)
 	var topicErr *record.TopicError
 	if errors.As(err, &topicErr) {
 		reason = topicErr.Error()

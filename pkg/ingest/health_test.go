@@ -62,7 +62,7 @@ func TestUnreachedSaysSchemaAfterAnotherError(t *testing.T) {
 	var logs strings.Builder
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	ready := obs.NewReadiness(prometheus.NewRegistry(), "test")
-	h := newHealth(logger, ready, "postgres", "not reached yet")
+	h := newHealth(logger, ready, "postgres", "not reached yet", obs.DBSymptom)
 	ctx := context.Background()
 
 	h.unreached(ctx, errors.New("connection refused"))

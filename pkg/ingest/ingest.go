@@ -37,7 +37,9 @@ type Consumer interface {
 	// Commit synchronously commits, per partition, the next offset to read.
 	Commit(offsets map[int32]int64) error
 	// Probe reports whether a broker answers a metadata request within
-	// timeout and ctx's deadline.
+	// timeout and ctx's deadline, and whether the input topic can be
+	// used: a *record.TopicError when the brokers answer without it, so
+	// that /readyz names the topic.
 	Probe(ctx context.Context, timeout time.Duration) error
 	// HighWatermark returns the last known high watermark of a partition.
 	HighWatermark(partition int32) (int64, bool)
@@ -54,7 +56,8 @@ type Store interface {
 	Write(ctx context.Context, accepted []passport.Accepted) error
 	// BeginWrite begins a transaction on a connection of its own and
 	// writes accepted in it; the caller commits or rolls back. The server
-	// ends the session if the transaction sits idle for maxIdle.
+	// ends the session if the transaction sits idle for maxIdle (or for
+	// less, when the operator set a stricter bound).
 	BeginWrite(ctx context.Context, accepted []passport.Accepted, maxIdle time.Duration) (store.WriteTx, error)
 	// Ping makes one round trip.
 	Ping(ctx context.Context) error
@@ -77,7 +80,9 @@ type DLQ interface {
 	// exceeds a size limit.
 	TooLarge(err error) bool
 	// Probe reports whether a broker answers a metadata request for topic
-	// within timeout; it is cheap, and runs while dead letters wait.
+	// within timeout, and a *record.TopicError when the answer has no
+	// usable topic (readiness names it); it is cheap, and runs while dead
+	// letters wait.
 	Probe(ctx context.Context, topic string, timeout time.Duration) error
 }
 
@@ -87,6 +92,23 @@ const (
 	ComponentDLQ      = "dlq"
 )
 
+// The reasons /readyz gives before the database and the brokers first
+// answered.
+const (
+	notReachedYet = "no successful database round trip yet"
+	notProbedYet  = "not probed yet"
+)
+
+// SetNotReadyYet registers the ingestor's dependencies as not reached yet.
+// New does it too; a binary calls it before it serves /readyz, so that no
+// answer says 200 before New has run.
+func SetNotReadyYet(ready *obs.Readiness) {
+	ready.Set(ComponentPostgres, notReachedYet)
+	// Not ready until the first probe answered: a probe of unreachable
+	// brokers takes its whole wait.
+	ready.Set(ComponentKafka, notProbedYet)
+}
+
 // errCommitHook marks the error of Config.BeforeCommit.
 var errCommitHook = errors.New("ingest: commit stopped by hook")
 
@@ -95,7 +117,7 @@ var errCommitHook = errors.New("ingest: commit stopped by hook")
 // parse.go (parsing while records wait), batch.go (one batch), batchcap.go
 // (smaller batches while writes outrun their bound), write.go (the
 // database write), deadletter.go, commit.go (offset commits), flow.go
-// (pause/resume), rebalance.go, health.go (the database and DLQ watchers)
+// (pause/resume and the lag), rebalance.go, health.go (the database and DLQ watchers)
 // and brokers.go (the input brokers' readiness).
 type Ingestor struct {
 	logger      *slog.Logger
@@ -178,11 +200,9 @@ func New(logger *slog.Logger, cfg Config, consumer Consumer, st Store, dl DLQ, m
 		paused:       map[int32]bool{},
 		commitBo:     backoff.New(time.Second, 10*time.Second),
 	}
-	in.dbHealth = newHealth(logger, ready, ComponentPostgres, "no successful database round trip yet")
-	in.dlqHealth = newHealth(logger, ready, ComponentDLQ, "")
-	// Not ready until the first probe answered: a probe of unreachable
-	// brokers takes its whole wait.
-	ready.Set(ComponentKafka, "not probed yet")
+	in.dbHealth = newHealth(logger, ready, ComponentPostgres, notReachedYet, obs.DBSymptom)
+	in.dlqHealth = newHealth(logger, ready, ComponentDLQ, "", func(error) string { return "unavailable" })
+	SetNotReadyYet(ready)
 	return in, nil
 }
 
@@ -217,14 +237,7 @@ func (in *Ingestor) Run(ctx context.Context) error {
 
 	// Shutdown: stop polling, drop what was not batched, finish the rest.
 	in.dropPending(nil)
-	deadline := time.Now().Add(in.cfg.ShutdownTimeout)
-	for in.inflight > 0 && time.Now().Before(deadline) && !in.stopped {
-		select {
-		case b := <-in.results:
-			in.finish(b)
-		case <-time.After(time.Until(deadline)):
-		}
-	}
+	in.finishWhile(time.Now().Add(in.cfg.ShutdownTimeout), func() bool { return in.inflight > 0 && !in.stopped })
 	abandoned := in.inflight
 	cancelBatches()
 	in.wg.Wait()

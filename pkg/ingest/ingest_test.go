@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -206,11 +207,18 @@ func (b *testBundle) start(t testing.TB, mods ...func(*ingest.Config)) *running 
 }
 
 func (r *running) readyz(t testing.TB) int {
+	code, _ := r.readyzBody(t)
+	return code
+}
+
+// readyzBody returns /readyz's status and body.
+func (r *running) readyzBody(t testing.TB) (int, string) {
 	resp, err := http.Get(r.http.URL + "/readyz")
 	require.NoError(t, err)
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
 }
 
 // endOffsets returns, per partition, one past the highest offset of recs.
@@ -757,11 +765,13 @@ func TestPostgresOutage(t *testing.T) {
 	cluster.Stop(t)
 	outageStart := time.Now()
 	notReadySeen := false
+	var reasons []string
 	for time.Since(outageStart) < 20*time.Second {
 		produce(10)
-		code := r.readyz(t)
+		code, body := r.readyzBody(t)
 		if code != http.StatusOK {
 			notReadySeen = true
+			reasons = append(reasons, strings.TrimSpace(body))
 		} else {
 			// Records keep arriving: once the first write failed, the
 			// database must stay not ready until it is back.
@@ -770,6 +780,18 @@ func TestPostgresOutage(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	require.True(t, notReadySeen, "/readyz never reported the outage")
+	// The reason names the kind of failure, not pgx's message with the
+	// user, database and host.
+	last := reasons[len(reasons)-1]
+	require.Regexp(t, `postgres: (connection refused|connection lost|no answer)`, last)
+	parsed, err := neturl.Parse(url)
+	require.NoError(t, err)
+	for _, secret := range []string{parsed.User.Username(), parsed.Host, strings.TrimPrefix(parsed.Path, "/")} {
+		for _, reason := range reasons {
+			// The component is named postgres, as the test cluster's user may be.
+			require.NotContains(t, strings.ReplaceAll(reason, "postgres: ", ""), secret)
+		}
+	}
 	committedDuring := b.committed(t)
 	cluster.Start(t)
 	back := time.Now()

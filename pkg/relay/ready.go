@@ -1,15 +1,7 @@
 package relay
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"io"
-	"net"
-	"syscall"
-	"time"
-
-	"github.com/pcp/route-processing/pkg/backoff"
+	"github.com/pcp/route-processing/pkg/obs"
 )
 
 // setReady records component's state for /readyz: ready when reason is "".
@@ -26,40 +18,11 @@ func (r *Relay) setReady(component, reason string) {
 // has the whole error. during, when not "", says what was under way.
 func (r *Relay) setDBReady(during string, err error) {
 	r.dbByControl.Store(false)
-	reason := dbSymptom(err)
+	reason := obs.DBSymptom(err)
 	if reason != "" && during != "" {
 		reason = during + ": " + reason
 	}
 	r.setReady("postgres", reason)
-}
-
-// dbSymptom names a database failure in a few words. It reads the SQLSTATE
-// through the method pgconn.PgError has, since this package does not link
-// pgx.
-func dbSymptom(err error) string {
-	var coded interface{ SQLState() string }
-	var netErr net.Error
-	var miss *backoff.MissError
-	switch {
-	case err == nil:
-		return ""
-	case errors.As(err, &miss):
-		return fmt.Sprintf("no answer within %s", miss.Wait.Round(time.Millisecond))
-	case errors.Is(err, context.DeadlineExceeded):
-		return "no answer in time"
-	case errors.As(err, &coded) && (coded.SQLState() == "42P01" || coded.SQLState() == "42703"):
-		// undefined table or column: a database never migrated, or one a
-		// release behind.
-		return "schema missing or older than this build (SQLSTATE " + coded.SQLState() + "): run `ingestor migrate`"
-	case errors.As(err, &coded):
-		return "server error, SQLSTATE " + coded.SQLState()
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection refused"
-	case errors.As(err, &netErr), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNRESET):
-		return "connection lost"
-	}
-	return "unavailable"
 }
 
 // setKafkaReady records whether a broker answers (err nil) for readiness.

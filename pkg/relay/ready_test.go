@@ -3,71 +3,17 @@ package relay
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pcp/route-processing/pkg/backoff"
 	"github.com/pcp/route-processing/pkg/obs"
 	"github.com/pcp/route-processing/pkg/outbox"
-	"github.com/pcp/route-processing/pkg/store"
-	"github.com/pcp/route-processing/pkg/testenv"
 )
-
-// /readyz shows the kind of a database failure, never pgx's message with the
-// user, database and host: the errors here are the real ones pgx returns.
-func TestDBSymptomHidesConnectionDetails(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dead, err := testenv.FreeAddr()
-	require.NoError(t, err)
-	live, err := url.Parse(testenv.DatabaseURL(t))
-	require.NoError(t, err)
-	noDB := *live
-	noDB.Path = "/no_such_database_x"
-	slow, cancel := context.WithTimeout(ctx, time.Nanosecond)
-	defer cancel()
-
-	for _, tc := range []struct {
-		name, url string
-		ctx       context.Context
-		want      string
-	}{
-		{"refused", "postgres://pcp_user:pw@" + dead + "/pcp_db", ctx, "connection refused"},
-		{"no such database", noDB.String(), ctx, "server error, SQLSTATE 3D000"},
-		{"timed out", live.String(), slow, "no answer in time"},
-	} {
-		pool, err := store.Open(ctx, tc.url, "test")
-		require.NoError(t, err, tc.name)
-		err = pool.Ping(tc.ctx)
-		pool.Close()
-		require.Error(t, err, tc.name)
-		got := dbSymptom(fmt.Errorf("claim outbox batch: %w", err))
-		require.Equal(t, tc.want, got, "%s: %v", tc.name, err)
-		for _, secret := range []string{"pcp_user", "pcp_db", "no_such_database_x", dead, live.Host} {
-			require.NotContains(t, got, secret, tc.name)
-		}
-	}
-	require.Equal(t, "", dbSymptom(nil))
-	// A probe that ran out of its wait says how long it waited: the wait
-	// grows on a slow link and after misses, and sets how soon an outage
-	// shows.
-	require.Equal(t, "no answer within 2s", dbSymptom(&backoff.MissError{Wait: 2 * time.Second, Err: context.DeadlineExceeded}))
-
-	// A database nobody migrated: the symptom says what to do.
-	pool, err := store.Open(ctx, testenv.EmptyDatabaseURL(t), "test")
-	require.NoError(t, err)
-	defer pool.Close()
-	_, err = pool.Exec(ctx, "select 1 from route_passport_outbox")
-	require.Error(t, err)
-	require.Equal(t, "schema missing or older than this build (SQLSTATE 42P01): run `ingestor migrate`", dbSymptom(err))
-}
 
 // pausedOutbox reads the pause flag as set and answers, like a database
 // that serves reads.
