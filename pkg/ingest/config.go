@@ -124,9 +124,9 @@ func (c Config) withDefaults() Config {
 
 // DBTimeoutFor is the default bound of one database call for batches of
 // batchSize records: 2 s, plus 2 ms per record (3 s at the default 500).
-// A batch of 500 takes ~50 ms at the DB-only ceiling of a 2-core machine
-// (~9,000 rows/s, 0.11 ms a row), so 2 ms a row is ~20 times that, room
-// for a loaded machine; the 2 s cover a commit's fsync behind a
+// A batch of 500 takes ~75–100 ms at the DB-only ceiling of a 2-core
+// machine (5,000–6,800 passports/s in bench-report.md and its reruns), so
+// 2 ms a row is ~10–14 times that, room for a loaded machine; the 2 s cover a commit's fsync behind a
 // checkpoint. Larger bounds only delay noticing a hung link (a timeout
 // costs nothing but a retry), smaller ones would fail healthy batches.
 func DBTimeoutFor(batchSize int) time.Duration {
@@ -191,8 +191,11 @@ func (c Config) Validate() error {
 	if c.BatchMaxWait < 0 {
 		return &FieldError{Field: "BatchMaxWait", Reason: fmt.Sprintf("%s must not be negative", c.BatchMaxWait)}
 	}
-	if c.PauseRecords < 0 || c.PauseBytes < 0 {
+	if c.PauseRecords < 0 {
 		return &FieldError{Field: "PauseRecords", Reason: "must not be negative"}
+	}
+	if c.PauseBytes < 0 {
+		return &FieldError{Field: "PauseBytes", Reason: "must not be negative"}
 	}
 	return nil
 }

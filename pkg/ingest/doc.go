@@ -80,12 +80,12 @@
 //     batchcap.go; a write stuck behind a table lock or an idle
 //     transaction is found by the probe, see probeDB, or, when a short
 //     statement_timeout cuts it first, as that lone record). While the
-//     database is down
-//     it is pinged every 250ms, and each successful ping ends the retries'
-//     backoff sleep, so writing resumes within a tick of its return (at
-//     worst the rest of a probe's wait, see probeTimeout); while
-//     it is up, a call outstanding for a second triggers a ping, whose
-//     failure reports the outage before the call's own timeout (health.go).
+//     database is down it is probed every 250ms (probeDB: one round
+//     trip), and each successful probe ends the retries' backoff sleep,
+//     so writing resumes within a tick of its return (at worst the rest
+//     of a probe's wait, see probeTimeout); while it is up, a call
+//     outstanding for a second triggers the same probe, whose failure
+//     reports the outage before the call's own timeout (health.go).
 //   - one record rejected (store.KindRecord): the batch is split in halves
 //     until the rejected record is alone; it is retried Config.RecordRetries
 //     times and then dead-lettered with category RETRYABLE; the other
@@ -102,7 +102,8 @@
 //
 // Input brokers that do not answer need nothing from the loop (librdkafka
 // reconnects, and the records wait in the topic); the component "kafka" is
-// not ready while a metadata request a second gets no answer (brokers.go).
+// not ready while a metadata request a second gets no answer, or an answer
+// without a usable input topic (brokers.go).
 //
 // # Rebalance and shutdown
 //

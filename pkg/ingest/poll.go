@@ -209,6 +209,18 @@ func (in *Ingestor) drainResults() {
 	}
 }
 
+// finishWhile finishes batches as they report while waiting holds, until
+// deadline: a revocation waits for its partitions' batches, a stop for all.
+func (in *Ingestor) finishWhile(deadline time.Time, waiting func() bool) {
+	for waiting() && time.Now().Before(deadline) {
+		select {
+		case b := <-in.results:
+			in.finish(b)
+		case <-time.After(time.Until(deadline)):
+		}
+	}
+}
+
 // finish takes a batch's outcome into the tracker.
 func (in *Ingestor) finish(b *batch) {
 	in.inflight--

@@ -50,14 +50,7 @@ func (in *Ingestor) onRevoked(parts []int32, lost bool) {
 	}
 	in.dropPending(func(it *item) bool { return revoked[it.rec().Partition] })
 	if !lost && !in.finished {
-		deadline := time.Now().Add(in.cfg.RevokeTimeout)
-		for in.busy(parts) && time.Now().Before(deadline) {
-			select {
-			case b := <-in.results:
-				in.finish(b)
-			case <-time.After(time.Until(deadline)):
-			}
-		}
+		in.finishWhile(time.Now().Add(in.cfg.RevokeTimeout), func() bool { return in.busy(parts) })
 		in.commit(ctx, parts, in.cfg.CommitTimeout, true)
 	}
 	in.ownedMu.Lock()
@@ -79,8 +72,8 @@ func (in *Ingestor) onRevoked(parts []int32, lost bool) {
 	in.logger.InfoContext(ctx, "partitions revoked", "partitions", parts)
 }
 
-// onRewound starts partition p over at offset, which is not past the last
-// offset polled from it in this assignment. The ingestor never seeks, so
+// onRewound cuts partition p's tracking off at offset, which is not past
+// the last offset polled from it in this assignment. The ingestor never seeks, so
 // the client moved the position back itself: auto.offset.reset after the
 // log under the position changed (the topic deleted and created again:
 // back to its start), or a seek to where an unclean leader election

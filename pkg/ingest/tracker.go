@@ -28,9 +28,10 @@ type partTrack struct {
 	// record added under an entry's gen may finish that entry.
 	gen uint64
 	// committed is the last offset committed (the "next to read" form), -1
-	// when none.
+	// when none, or when a Truncate made the commits before it stale.
 	committed int64
-	// first is the first offset added in this assignment, -1 before one.
+	// first is the lowest offset added in this assignment, or a Truncate's
+	// offset below it; -1 before either.
 	first int64
 }
 

@@ -13,12 +13,12 @@ import (
 	"github.com/pcp/route-processing/pkg/record"
 )
 
-// AssignmentStrategy is the partition.assignment.strategy of the consumer.
+// assignmentStrategy is the partition.assignment.strategy of the consumer.
 // cooperative-sticky moves only the partitions that must move when a member
 // joins or leaves, so the other members keep writing through a rebalance
 // instead of stopping and draining everything (eager "range" revokes the
 // whole assignment of every member on each rebalance).
-const AssignmentStrategy = "cooperative-sticky"
+const assignmentStrategy = "cooperative-sticky"
 
 // SessionTimeout is the consumer's default session.timeout.ms (see
 // NewConsumer for why 10 s). It also bounds how long the group may hold a
@@ -78,7 +78,7 @@ func consumerEnforced(cfg ConsumerConfig) kafka.ConfigMap {
 		"group.id":                      cfg.GroupID,
 		"enable.auto.commit":            false,
 		"enable.auto.offset.store":      false,
-		"partition.assignment.strategy": AssignmentStrategy,
+		"partition.assignment.strategy": assignmentStrategy,
 		"go.events.channel.enable":      false,
 		"enable.partition.eof":          false,
 		// Rebalances go to the callback that Subscribe passes to

@@ -15,7 +15,7 @@ import (
 // Causes this package gives its errors. Callers outside it branch on the
 // record sentinels instead: classify wraps record.ErrNotAttempted or
 // record.ErrUnavailable around produce errors, and Probe wraps
-// record.ErrUnavailable when no broker answers.
+// record.ErrUnavailable when the answer lists no broker.
 var (
 	// errTimeout: no answer in time; the cluster may be unreachable.
 	errTimeout = errors.New("kafka: timed out")

@@ -239,8 +239,9 @@ func toRecord(topic string, m *kafka.Message) record.Record {
 	return r
 }
 
-// topicMissing returns a *record.TopicError when md holds topic with an
-// error of its own (unknown, not authorised, no leader yet): the brokers
+// topicMissing returns a *record.TopicError when md lacks topic or holds it
+// with an error of the topic's own (unknown, not authorised, still being
+// created; partition-level errors are not looked at): the brokers
 // answered, but the topic cannot be used.
 func topicMissing(md *kafka.Metadata, topic string) error {
 	tm, ok := md.Topics[topic]

@@ -14,6 +14,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/pcp/route-processing/pkg/backoff"
 	"github.com/pcp/route-processing/pkg/record"
 )
 
@@ -307,10 +308,8 @@ func produceRetryingQueueFull(ctx context.Context, p *kafka.Producer, km *kafka.
 			return nil
 		}
 		// The local queue is full: let librdkafka drain it.
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, 5*time.Millisecond) {
 			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
 		}
 	}
 }

@@ -18,8 +18,12 @@ type TopicUse struct {
 }
 
 // topicCheckWait bounds one metadata request of WarnMissingTopics; the
-// check repeats, with backoff, until the brokers answer.
-const topicCheckWait = 5 * time.Second
+// check repeats, with backoff, until the brokers answer. A request runs out
+// its wait even after ctx ends, and the producer's Close waits for it: it
+// is short so that a stop while the brokers are away is not held up (a
+// reachable broker answers in milliseconds; on a link slower than this the
+// warning is only late or missing, nothing else depends on it).
+const topicCheckWait = 2 * time.Second
 
 // WarnMissingTopics asks the brokers, once they answer, for each topic's
 // metadata and logs a warning for each they answer without. Without it a
@@ -27,7 +31,8 @@ const topicCheckWait = 5 * time.Second
 // written to it: a DLQ topic at the first invalid record, an output topic
 // as rows failing their attempts minutes later. It changes nothing else
 // (readiness follows the writes themselves) and returns when every topic
-// has been answered for, or ctx ends. Brokers that create topics on demand
+// has been answered for, or once ctx ends and a request in flight has run
+// out its wait (topicCheckWait). Brokers that create topics on demand
 // (allow.auto.create.topics, the producer's default) create them for this
 // request, as they would for the first write.
 func (pr *Producer) WarnMissingTopics(ctx context.Context, topics []TopicUse) {

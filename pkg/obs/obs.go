@@ -154,8 +154,9 @@ const (
 	writeTimeout      = 30 * time.Second
 )
 
-// Serve serves h on ln until ctx ends, then shuts down gracefully. Serving
-// errors go to errc.
+// Serve serves h on ln until ctx ends, then shuts down gracefully. The
+// channel it returns gets the server's error once it stops (nil after a
+// clean shutdown).
 func Serve(ctx context.Context, logger *slog.Logger, ln net.Listener, h http.Handler) <-chan error {
 	return serve(ctx, logger, ln, h, idleTimeout)
 }

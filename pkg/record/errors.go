@@ -13,8 +13,9 @@ var (
 	// ErrUnavailable: the cluster could not take the record for reasons of
 	// its own: no broker reachable, a partition without a leader, not
 	// enough in-sync replicas, timeouts. Send it again later; it is not the
-	// record's fault. A probe of the cluster that no broker answers wraps
-	// it too.
+	// record's fault. A probe whose answer lists no broker wraps it too (a
+	// probe that times out returns the client's error; nothing branches on
+	// the difference).
 	ErrUnavailable = errors.New("kafka unavailable")
 	// ErrNotAttempted: the record was never judged by the cluster (the
 	// producer was closed, reset after a fatal error or purged its queues,
@@ -22,9 +23,11 @@ var (
 	ErrNotAttempted = errors.New("publish not attempted")
 )
 
-// TopicError says that the brokers answered but cannot serve topic: it does
-// not exist (yet), is not authorised, or has no leader. A probe returns it,
-// so that readiness names the topic rather than the brokers.
+// TopicError says that the brokers answered but cannot serve topic: any
+// error of the topic's own in their answer (unknown, not authorised, a
+// topic still being created). A partition without a leader is not one. A
+// probe returns it, so that readiness names the topic rather than the
+// brokers.
 type TopicError struct {
 	Topic string
 	Err   error

@@ -96,10 +96,10 @@ type WriteTx interface {
 // batches: the next batch's statements run while this one's commit waits
 // for its WAL flush, and a batch commits only after its predecessor did.
 //
-// maxIdle, when positive, is how long the transaction may then sit idle
-// before the server ends the session (idle_in_transaction_session_timeout,
+// maxIdle, when positive, is how long at most the transaction may then sit
+// idle before the server ends the session (idle_in_transaction_session_timeout,
 // set for this transaction only, so a pooler's next client does not get
-// it). Should the caller's process freeze or its node vanish while it
+// it; an operator's stricter setting is kept). Should the caller's process freeze or its node vanish while it
 // holds the transaction, its row locks would otherwise stay until the
 // server's TCP keepalive noticed, hours later, and the ingestor that took
 // its partitions over would wait on them all that time.

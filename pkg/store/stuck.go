@@ -17,8 +17,9 @@ import (
 // marking outbox rows the ingestor upserts) is contention, and a wait
 // behind a session of the same application (a pipelined batch of the same
 // routes) is the ordering the caller asks for: neither counts. Callers run
-// it only once a call has been outstanding for a while, so that a slow
-// database is not taken for a stuck one.
+// it once a call has been outstanding for a while, so that a slow database
+// is not taken for a stuck one, or as their probe while the database is
+// down (one round trip either way).
 func (s *Passports) Stuck(ctx context.Context) error { return stuck(ctx, s.pool) }
 
 // Stuck is [Passports.Stuck] for the relay's sessions.
