@@ -39,15 +39,26 @@ func retryArrays(rs []outbox.Retry) (ids, tokens []pgtype.UUID, errs []string, d
 // batch in the table, without a log line carrying hundreds of ids.
 func firstID(id uuid.UUID) string { return "first " + id.String() }
 
+// markPublishedSQL keeps the row's lock_token (the lease it was published
+// under; nothing reads a PUBLISHED row's token otherwise), so that the mark
+// is idempotent: one whose commit was lost with its connection (a pooler
+// restarted, a link cut after the server committed) is sent again and finds
+// its rows, which it would not if the first had cleared the token. It
+// counted them as leases taken over, published_total fell short of the
+// rows PUBLISHED, and the log said they would be published again, which
+// they would not. A mark sent again leaves published_at as the first set
+// it (the retention sweep reads it in order).
 const markPublishedSQL = `
 update route_passport_outbox o
-set status = 'PUBLISHED', published_at = now(), updated_at = now(),
-    locked_until = null, lock_token = null
+set status = 'PUBLISHED', updated_at = now(),
+    published_at = case when o.status = 'PUBLISHED' then o.published_at else now() end,
+    locked_until = null
 from unnest($1::uuid[], $2::uuid[]) as l(id, token)
 where o.id = l.id and o.lock_token = l.token`
 
 // MarkPublished marks the leased rows PUBLISHED in one statement and returns
-// how many it changed; rows whose lease was taken over are left alone.
+// how many it changed; rows whose lease was taken over are left alone. It
+// may be sent again after an error: rows it marked already count again.
 func (o *Outbox) MarkPublished(ctx context.Context, leases []outbox.Lease) (int64, error) {
 	if len(leases) == 0 {
 		return 0, nil

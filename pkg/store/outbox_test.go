@@ -144,6 +144,40 @@ func TestOutboxClaim(t *testing.T) {
 		require.Nil(t, st.LockedUntil)
 	})
 
+	// A mark whose commit was lost with its connection is sent again: it
+	// finds and counts its rows (it found none when the first mark cleared
+	// the token), and keeps the first mark's published_at. Another lease's
+	// mark still finds nothing.
+	t.Run("MarkSentAgainCountsItsRows", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setupOutbox(t)
+		relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
+		rows, err := claim(ctx, b, 10, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, rows, 2)
+		n, err := b.outbox.MarkPublished(ctx, leasesOf(rows))
+		require.NoError(t, err)
+		require.EqualValues(t, 2, n)
+		first := relaytest.Get(t, b.pool, rows[0].ID)
+		require.NotNil(t, first.PublishedAt)
+
+		n, err = b.outbox.MarkPublished(ctx, leasesOf(rows))
+		require.NoError(t, err)
+		require.EqualValues(t, 2, n, "the mark sent again counts the rows it marked before")
+		again := relaytest.Get(t, b.pool, rows[0].ID)
+		require.Equal(t, outbox.StatusPublished, again.Status)
+		require.Nil(t, again.LockedUntil)
+		require.True(t, first.PublishedAt.Equal(*again.PublishedAt), "published_at kept: %s then %s", first.PublishedAt, again.PublishedAt)
+
+		other := leasesOf(rows)
+		for i := range other {
+			other[i].Token = uuid.New()
+		}
+		n, err = b.outbox.MarkPublished(ctx, other)
+		require.NoError(t, err)
+		require.Zero(t, n, "another lease's mark changes nothing")
+	})
+
 	t.Run("PausedClaimsNothing", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setupOutbox(t)

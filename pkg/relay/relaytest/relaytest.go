@@ -209,7 +209,7 @@ func Describe(t testing.TB, pool *pgxpool.Pool) string {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `
 select format('%s %s attempts=%s lease=%s', id, status, attempts,
-              case when lock_token is null then 'none'
+              case when locked_until is null then 'none'
                    else format('%s s left', round(extract(epoch from locked_until - now())::numeric, 2)) end)
 from route_passport_outbox order by created_at`)
 	if err != nil {
