@@ -182,7 +182,7 @@ func (r *Relay) setMode(ctx context.Context, mode string) {
 	switch {
 	case first:
 	case mode == modePoll:
-		r.logger.WarnContext(ctx, "outbox notifications do not arrive (LISTEN through a transaction pooler? set DATABASE_LISTEN_URL to a direct connection); polling every poll interval",
+		r.logger.WarnContext(ctx, "outbox notifications do not arrive (LISTEN through a transaction pooler, or DATABASE_LISTEN_URL at a server that is gone or is not the primary? point it at the primary directly); polling every poll interval",
 			"wakeup_mode", mode, "poll_interval", r.cfg.PollInterval)
 	default:
 		r.logger.InfoContext(ctx, "outbox notifications arrive again", "wakeup_mode", mode)
