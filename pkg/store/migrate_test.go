@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -180,6 +181,40 @@ func TestMigrate(t *testing.T) {
 		require.Equal(t, want+1, m.From)
 		require.NoError(t, store.NewPassports(pool, 1).CheckSchema(ctx), "a newer schema serves this build")
 	})
+}
+
+// Two migrate runs at once on a fresh database (two pods' init containers)
+// both succeed. They met in tern's lock, where the waiting one held a
+// snapshot that the other's CREATE INDEX CONCURRENTLY waited for, and
+// PostgreSQL failed one of them as a deadlock nearly every time.
+func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	version, err := store.SchemaVersion()
+	require.NoError(t, err)
+	for round := range 3 {
+		u := testenv.EmptyDatabaseURL(t)
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = store.MigrateURL(ctx, u)
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			require.NoError(t, err, "round %d, run %d", round, i)
+		}
+		conn, err := pgx.Connect(ctx, u)
+		require.NoError(t, err)
+		require.Equal(t, version, schemaVersion(ctx, t, conn), "round %d", round)
+		var invalid int
+		require.NoError(t, conn.QueryRow(ctx, `select count(*) from pg_index where not indisvalid`).Scan(&invalid))
+		require.Zero(t, invalid, "no invalid index left, round %d", round)
+		require.NoError(t, conn.Close(ctx))
+	}
 }
 
 // withPoolSettings adds the pgxpool settings of the README's DATABASE_URL

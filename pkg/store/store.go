@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/tern/v2/migrate"
+
+	"github.com/pcp/route-processing/pkg/backoff"
 )
 
 // VersionTable is tern's bookkeeping table.
@@ -146,7 +148,43 @@ type Migration struct {
 // Newer reports whether the database's schema was a later release's.
 func (m Migration) Newer() bool { return m.From > m.To }
 
+// migrateLockKey is the session advisory lock that serialises migrate runs
+// (any number, other than tern's own).
+const migrateLockKey = int64(0x7063705f6d696772) // "pcp_migr"
+
+// migrateLockPoll is how often a migrate run asks for migrateLockKey while
+// another holds it.
+const migrateLockPoll = 200 * time.Millisecond
+
+// lockMigrations takes migrateLockKey for conn's session, asking every
+// migrateLockPoll until it is free or ctx ends. Two runs at once (two
+// pods' init containers, a hook Job beside a manual run) otherwise met in
+// tern's own lock, which waits inside a statement: the waiting session
+// holds a snapshot, the running one's CREATE INDEX CONCURRENTLY (migration
+// 004) waits for every snapshot to go, and PostgreSQL ends the pair as a
+// deadlock (40P01), failing one run nearly every time. Between two tries
+// the waiting session runs nothing, so the index does not wait for it.
+func lockMigrations(ctx context.Context, conn *pgx.Conn) error {
+	for {
+		var got bool
+		if err := conn.QueryRow(ctx, "select pg_try_advisory_lock($1)", migrateLockKey).Scan(&got); err != nil {
+			return fmt.Errorf("take the migration lock: %w", err)
+		}
+		if got {
+			return nil
+		}
+		if !backoff.Sleep(ctx, migrateLockPoll) {
+			return fmt.Errorf("wait for another migrate run to finish: %w", ctx.Err())
+		}
+	}
+}
+
 func migrateConn(ctx context.Context, conn *pgx.Conn) (Migration, error) {
+	// Released with the session (the caller closes conn) if not here.
+	if err := lockMigrations(ctx, conn); err != nil {
+		return Migration{}, err
+	}
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "select pg_advisory_unlock($1)", migrateLockKey) }()
 	m, err := migrate.NewMigrator(ctx, conn, VersionTable)
 	if err != nil {
 		return Migration{}, fmt.Errorf("create migrator: %w", err)
