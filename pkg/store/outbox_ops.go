@@ -262,7 +262,11 @@ var ErrNoRows = errors.New("no outbox row matches")
 // on purpose is an operator's right), except PENDING rows under a live lease:
 // clearing that lease would let a second relay publish the row while its
 // holder still is. A requeue by ID or RouteID that matches no row at all
-// returns an error wrapping ErrNoRows.
+// returns an error wrapping ErrNoRows. A requeue that loses a race (a
+// deadlock with another requeue or a relay's mark of the same rows) is run
+// again (retryConflicts), as the relay's own statements are: it failed the
+// operator's command with the raw 40P01 in 5 of 35 runs of two requeues
+// beside three relays.
 func (o *Outbox) Requeue(ctx context.Context, f RequeueFilter) (RequeueResult, error) {
 	var where, what string
 	var args []any
@@ -278,26 +282,28 @@ func (o *Outbox) Requeue(ctx context.Context, f RequeueFilter) (RequeueResult, e
 	}
 	const inFlight = `(status = 'PENDING' and coalesce(locked_until > now(), false))`
 	var res RequeueResult
-	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
+	err := retryConflicts(ctx, func() error {
+		return pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
+			tag, err := tx.Exec(ctx, `
 update route_passport_outbox
 set status = 'PENDING', attempts = 0, next_attempt_at = now(), locked_until = null,
     lock_token = null, published_at = null, updated_at = now()
 where `+where+` and not `+inFlight, args...)
-		if err != nil {
-			return fmt.Errorf("update outbox rows: %w", err)
-		}
-		res.Requeued = tag.RowsAffected()
-		if !f.Failed { // FAILED rows are never leased
-			if err := tx.QueryRow(ctx, `select count(*) from route_passport_outbox where `+where+` and `+inFlight, args...).
-				Scan(&res.InFlight); err != nil {
-				return fmt.Errorf("count leased outbox rows: %w", err)
+			if err != nil {
+				return fmt.Errorf("update outbox rows: %w", err)
 			}
-		}
-		if res.Requeued > 0 {
-			return notify(ctx, tx)
-		}
-		return nil
+			res.Requeued = tag.RowsAffected()
+			if !f.Failed { // FAILED rows are never leased
+				if err := tx.QueryRow(ctx, `select count(*) from route_passport_outbox where `+where+` and `+inFlight, args...).
+					Scan(&res.InFlight); err != nil {
+					return fmt.Errorf("count leased outbox rows: %w", err)
+				}
+			}
+			if res.Requeued > 0 {
+				return notify(ctx, tx)
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		return RequeueResult{}, fmt.Errorf("requeue: %w", err)

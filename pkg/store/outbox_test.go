@@ -423,6 +423,60 @@ func TestOutboxRequeueSkipsInFlight(t *testing.T) {
 	require.Zero(t, res.Requeued)
 }
 
+// A requeue that PostgreSQL ends as a deadlock victim (its rows locked in
+// the other order by another transaction, as a relay's mark or a second
+// requeue does) is run again instead of failing the operator's command
+// with 40P01.
+func TestOutboxRequeueRunsAgainAfterADeadlock(t *testing.T) {
+	t.Parallel()
+	ctx, b := setupOutbox(t)
+	rows := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
+	for _, r := range rows {
+		_, err := b.pool.Exec(ctx, `update route_passport_outbox set status = 'FAILED' where id = $1`, r.ID)
+		require.NoError(t, err)
+	}
+	// The other transaction holds the second row; the requeue (a scan in
+	// the rows' order) locks the first and waits for the second.
+	other, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = other.Rollback(ctx) }()
+	_, err = other.Exec(ctx, `select 1 from route_passport_outbox where id = $1 for update`, rows[1].ID)
+	require.NoError(t, err)
+
+	type result struct {
+		res store.RequeueResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := b.outbox.Requeue(ctx, store.RequeueFilter{Failed: true})
+		done <- result{res, err}
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		err := b.pool.QueryRow(ctx, `select count(*) from pg_stat_activity
+			where datname = current_database() and wait_event_type = 'Lock' and query like '%update route_passport_outbox%'`).Scan(&n)
+		return err == nil && n == 1
+	}, 10*time.Second, 10*time.Millisecond, "the requeue waits for the second row")
+
+	// Now the other transaction waits for the first row: a deadlock. The
+	// requeue waited first, so its check (after deadlock_timeout) finds it
+	// and ends the requeue's transaction, which frees the first row.
+	start := time.Now()
+	_, err = other.Exec(ctx, `select 1 from route_passport_outbox where id = $1 for update`, rows[0].ID)
+	require.NoError(t, err, "the requeue, not this transaction, is the deadlock's victim")
+	require.Greater(t, time.Since(start), 200*time.Millisecond, "the requeue held the first row (no deadlock happened)")
+	require.NoError(t, other.Commit(ctx))
+
+	select {
+	case r := <-done:
+		require.NoError(t, r.err, "the requeue is run again after the deadlock")
+		require.EqualValues(t, 2, r.res.Requeued)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the requeue did not end")
+	}
+}
+
 // TestOutboxRetentionUsesIndex: the sweep finds its rows through the
 // PUBLISHED partial index on published_at, not by reading the heap.
 func TestOutboxRetentionUsesIndex(t *testing.T) {
