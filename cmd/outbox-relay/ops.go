@@ -31,18 +31,19 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 	fs.SetOutput(io.Discard)
 	// Each subcommand registers only its own flags, so a flag of another
 	// one is a usage error and -h lists what applies.
-	var asJSON, exact, failed *bool
-	var id, routeID, reason *string
+	var f opFlags
+	var failed bool
+	var id, routeID string
 	switch cmd {
 	case "stats":
-		asJSON = fs.Bool("json", false, "print JSON instead of a table")
-		exact = fs.Bool("exact", false, "count PUBLISHED rows exactly (reads the whole table) instead of estimating")
+		fs.BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
+		fs.BoolVar(&f.exact, "exact", false, "count PUBLISHED rows exactly (reads the whole table) instead of estimating")
 	case "requeue":
-		failed = fs.Bool("failed", false, "every FAILED row")
-		id = fs.String("id", "", "the row with this outbox id (exit 1 when there is none)")
-		routeID = fs.String("route-id", "", "the rows of this route (exit 1 when there are none)")
+		fs.BoolVar(&failed, "failed", false, "every FAILED row")
+		fs.StringVar(&id, "id", "", "the row with this outbox id (exit 1 when there is none)")
+		fs.StringVar(&routeID, "route-id", "", "the rows of this route (exit 1 when there are none)")
 	case "pause":
-		reason = fs.String("reason", "", "why (shown by stats)")
+		fs.StringVar(&f.reason, "reason", "", "why (shown by stats)")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -56,15 +57,14 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 	if fs.NArg() > 0 {
 		return &config.UsageError{Msg: fmt.Sprintf("%s: unexpected argument %q", cmd, fs.Arg(0))}
 	}
-	if reason != nil && !utf8.ValidString(*reason) {
+	if !utf8.ValidString(f.reason) {
 		// PostgreSQL would refuse it with an encoding error (exit 1).
 		return &config.UsageError{Msg: "pause: --reason is not valid UTF-8"}
 	}
 
-	var filter store.RequeueFilter
 	if cmd == "requeue" {
 		var err error
-		if filter, err = requeueFilter(*failed, *id, *routeID); err != nil {
+		if f.filter, err = requeueFilter(failed, id, routeID); err != nil {
 			return err
 		}
 	}
@@ -93,13 +93,26 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 	defer store.ClosePool(watchPool, store.PoolCloseWait)
 	watch := store.NewOutbox(watchPool)
 
+	return schemaHint(ctx, ob, runOp(ctx, cmd, f, ob, watch, stdout, stderr))
+}
+
+// opFlags are a subcommand's parsed flags.
+type opFlags struct {
+	exact, asJSON bool
+	reason        string
+	filter        store.RequeueFilter
+}
+
+// runOp runs subcommand cmd on ob (watch: the pool whileWaiting looks at
+// lock waits through).
+func runOp(ctx context.Context, cmd string, f opFlags, ob, watch *store.Outbox, stdout, stderr io.Writer) error {
 	switch cmd {
 	case "stats":
-		s, err := ob.Stats(ctx, *exact)
+		s, err := ob.Stats(ctx, f.exact)
 		if err != nil {
 			return err
 		}
-		if *asJSON {
+		if f.asJSON {
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
 			return enc.Encode(s)
@@ -108,7 +121,7 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 	case "requeue":
 		var res store.RequeueResult
 		err := whileWaiting(ctx, watch, stderr, func(ctx context.Context) (err error) {
-			res, err = ob.Requeue(ctx, filter)
+			res, err = ob.Requeue(ctx, f.filter)
 			return err
 		})
 		if err != nil {
@@ -121,7 +134,7 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 		return nil
 	case "pause":
 		if err := whileWaiting(ctx, watch, stderr, func(ctx context.Context) error {
-			return ob.SetPaused(ctx, true, *reason, operator())
+			return ob.SetPaused(ctx, true, f.reason, operator())
 		}); err != nil {
 			return err
 		}
@@ -137,6 +150,22 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 		return nil
 	}
 	return &config.UsageError{Msg: "unknown subcommand " + cmd}
+}
+
+// schemaHint adds what to do to an error of a database whose schema is
+// missing or older than this build's; the bare "relation does not exist"
+// did not say.
+func schemaHint(ctx context.Context, ob *store.Outbox, err error) error {
+	if !store.SchemaMissing(err) {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var schema *store.SchemaError
+	if errors.As(ob.CheckSchema(cctx), &schema) {
+		return fmt.Errorf("%w (%v)", err, schema)
+	}
+	return err
 }
 
 // opsTimeout bounds a subcommand, its waits for locks included.

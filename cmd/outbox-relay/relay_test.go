@@ -189,10 +189,25 @@ func TestOps(t *testing.T) {
 		}
 		err := run(ctx, []string{"stats"}, nil, io.Discard, io.Discard)
 		require.Equal(t, 2, config.ExitCode(err), "DATABASE_URL missing: %v", err)
+		err = run(ctx, []string{"stats"}, append(env, "GOGC=fast"), io.Discard, io.Discard)
+		require.Equal(t, 2, config.ExitCode(err), "GOGC invalid: %v", err)
+		require.ErrorContains(t, err, "GOGC")
 		for _, h := range []string{"help", "-h", "-help", "--help"} {
 			var out bytes.Buffer
 			require.NoError(t, run(ctx, []string{h}, nil, &out, io.Discard), h)
 			require.Contains(t, out.String(), "usage: outbox-relay", h)
+		}
+	})
+
+	// On a database nobody migrated a command says what to do, not only
+	// that a relation does not exist.
+	t.Run("UnmigratedDatabase", func(t *testing.T) {
+		env := []string{"DATABASE_URL=" + testenv.EmptyDatabaseURL(t)}
+		for _, args := range [][]string{{"stats"}, {"requeue", "--failed"}, {"pause", "--reason", "x"}} {
+			err := run(ctx, args, env, io.Discard, io.Discard)
+			require.Error(t, err, "%v", args)
+			require.Equal(t, 1, config.ExitCode(err), "%v: %v", args, err)
+			require.ErrorContains(t, err, "run `ingestor migrate`", "%v", args)
 		}
 	})
 

@@ -194,6 +194,9 @@ func LoadMigrate(environ []string) (Migrate, error) {
 		LogLevel:      r.level("LOG_LEVEL"),
 		LogForceColor: r.str("FORCE_COLOR", "") != "",
 	}
+	// Checked as by the service binaries, which the README promises for
+	// every command: the runtime took a bad GOGC for 100 without a word.
+	r.goGC("GOGC")
 	return c, r.err
 }
 

@@ -49,6 +49,9 @@ func TestDefaults(t *testing.T) {
 	mig, err := LoadMigrate([]string{"DATABASE_URL=postgres://u@localhost/db", "FORCE_COLOR=1"})
 	require.NoError(t, err)
 	require.True(t, mig.LogForceColor)
+	// The database-only commands (migrate, the relay's ops) check GOGC too.
+	_, err = LoadMigrate([]string{"DATABASE_URL=postgres://u@localhost/db", "GOGC=fast"})
+	require.ErrorContains(t, err, "GOGC")
 	require.Equal(t, "traceId", ing.MessageKey)
 	require.Equal(t, 500, ing.Ingest.BatchSize)
 	require.Equal(t, time.Duration(0), ing.Ingest.BatchMaxWait, "natural batching")

@@ -68,6 +68,17 @@ func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
 // older than this build's.
 func (s *Passports) CheckSchema(ctx context.Context) error { return checkSchema(ctx, s.pool) }
 
+// CheckSchema is [Passports.CheckSchema] for the relay's commands.
+func (o *Outbox) CheckSchema(ctx context.Context) error { return checkSchema(ctx, o.pool) }
+
+// SchemaMissing reports whether err is a statement that named a table or
+// column the database does not have (SQLSTATE 42P01, 42703): a database
+// never migrated, or one a release behind.
+func SchemaMissing(err error) bool {
+	s := sqlState(err)
+	return s == "42P01" || s == "42703"
+}
+
 // migrations is the embedded migrations directory, as tern reads it.
 func migrations() (fs.FS, error) {
 	sub, err := fs.Sub(db.Migrations, "migrations")
