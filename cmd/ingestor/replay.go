@@ -30,7 +30,8 @@ import (
 // inclusive, until exclusive) compare the DLQ record's timestamp, i.e. when
 // it was dead-lettered. Needs KAFKA_BOOTSTRAP_SERVERS (+ KAFKA_PROPERTY_*,
 // TOPIC_INPUT, TOPIC_INPUT_DLQ, the output topics, LOG_*), not DATABASE_URL.
-// Exit status 0 when every selected record was acknowledged, 1 when a
+// Exit status 0 when every selected record was acknowledged (but those
+// held without their value, which cannot be replayed), 1 when a
 // delivery failed or the DLQ could not be read, 2 on a bad flag or setting
 // (a --partition the DLQ does not have included). See package dlqreplay and
 // `ingestor dlq-replay --help`.

@@ -63,7 +63,9 @@
 // records could not be replayed for want of their value. A run stopped by an
 // error after it read records prints the same counts after
 // "dlq-replay: INCOMPLETE, stopped by an error:" instead. Exit status: 0 when
-// every selected record was acknowledged, 1 when a delivery failed or the DLQ
+// every selected record that can be replayed was acknowledged (omitted
+// records cannot be, and a rerun would not change that: they are counted
+// and warned of, not an error), 1 when a delivery failed or the DLQ
 // could not be read (the failed lines name the records; rerun with
 // --from-offset to resume), 2 on a bad flag or setting.
 //
