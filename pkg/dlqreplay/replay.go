@@ -179,6 +179,11 @@ func (r *Replayer) Run(ctx context.Context) (Result, error) {
 		res.Replayed += len(batch) - failed
 		res.Failed += failed
 		batch = batch[:0]
+		if failed > 0 && ctx.Err() != nil {
+			// A stop (Ctrl-C, SIGTERM) cut the batch: say so, not that
+			// the brokers refused it.
+			return fmt.Errorf("interrupted with %d of %d records of a batch to %s not acknowledged: %w", failed, len(recs), r.cfg.Topic, ctx.Err())
+		}
 		if failed > 0 {
 			return fmt.Errorf("%d of %d records of a batch to %s: %w", failed, len(recs), r.cfg.Topic, ErrDeliveryFailed)
 		}

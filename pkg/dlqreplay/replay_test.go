@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -65,16 +66,25 @@ func (f *fakeReader) ReadRanges(_ context.Context, _ string, ranges []record.Par
 }
 
 // fakeProducer records what it is given; fail picks the messages to refuse.
+// interrupt, when set, is called first (a stop arriving while the batch is
+// sent), and every message of a batch sent after ctx ended is not attempted.
 type fakeProducer struct {
-	batches [][]record.Record
-	fail    func(record.Record) bool
+	batches   [][]record.Record
+	fail      func(record.Record) bool
+	interrupt func()
 }
 
-func (f *fakeProducer) ProduceBatch(_ context.Context, msgs []record.Record) []error {
+func (f *fakeProducer) ProduceBatch(ctx context.Context, msgs []record.Record) []error {
+	if f.interrupt != nil {
+		f.interrupt()
+	}
 	f.batches = append(f.batches, append([]record.Record(nil), msgs...))
 	errs := make([]error, len(msgs))
 	for i, m := range msgs {
-		if f.fail != nil && f.fail(m) {
+		switch {
+		case ctx.Err() != nil:
+			errs[i] = fmt.Errorf("%w: %w", record.ErrNotAttempted, ctx.Err())
+		case f.fail != nil && f.fail(m):
 			errs[i] = errors.New("broker says no")
 		}
 	}
@@ -135,6 +145,11 @@ func setup(t *testing.T) *testBundle {
 
 func (b *testBundle) run(t *testing.T, cfg Config) (Result, error) {
 	t.Helper()
+	return b.runCtx(t, context.Background(), cfg)
+}
+
+func (b *testBundle) runCtx(t *testing.T, ctx context.Context, cfg Config) (Result, error) {
+	t.Helper()
 	cfg.DLQTopic, cfg.Topic = "dlq", "input"
 	var producer Producer = b.producer
 	if cfg.DryRun {
@@ -142,7 +157,7 @@ func (b *testBundle) run(t *testing.T, cfg Config) (Result, error) {
 	}
 	rp, err := New(slog.New(slog.NewTextHandler(io.Discard, nil)), b.reader, producer, b.out, cfg)
 	require.NoError(t, err)
-	return rp.Run(context.Background())
+	return rp.Run(ctx)
 }
 
 func TestRun(t *testing.T) {
@@ -233,6 +248,21 @@ func TestRun(t *testing.T) {
 		require.Len(t, b.producer.batches, 1)
 		require.Contains(t, b.out.String(), `failed dlq_partition=0 dlq_offset=10 `)
 		require.Contains(t, b.out.String(), `err="broker says no"`)
+	})
+
+	// A stop while a batch is sent says the replay was interrupted, not
+	// that the brokers refused the records.
+	t.Run("a stop mid-batch says interrupted", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		b.producer.interrupt = cancel
+		res, err := b.runCtx(t, ctx, Config{BatchSize: 2})
+		require.ErrorIs(t, err, context.Canceled)
+		require.NotErrorIs(t, err, ErrDeliveryFailed)
+		require.ErrorContains(t, err, "interrupted with 2 of 2 records")
+		require.Equal(t, 2, res.Failed)
 	})
 
 	t.Run("a record held without its value is not replayed", func(t *testing.T) {
