@@ -93,7 +93,14 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 	defer store.ClosePool(watchPool, store.PoolCloseWait)
 	watch := store.NewOutbox(watchPool)
 
-	return schemaHint(ctx, ob, runOp(ctx, cmd, f, ob, watch, stdout, stderr))
+	err = runOp(ctx, cmd, f, ob, watch, stdout, stderr)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// Said plainly: the bare "context deadline exceeded" of a server
+		// that never answered (a pooler waiting for a PostgreSQL that is
+		// down) read like a fault of the command.
+		err = fmt.Errorf("%w (no answer within the command's %s: is PostgreSQL, or the pooler in front of it, up?)", err, opsTimeout)
+	}
+	return schemaHint(ctx, ob, err)
 }
 
 // opFlags are a subcommand's parsed flags.

@@ -199,6 +199,30 @@ func TestOps(t *testing.T) {
 		}
 	})
 
+	// A server that takes the connection and never answers (a pooler in
+	// front of a PostgreSQL that is down): the error says so, not only
+	// "context deadline exceeded".
+	t.Run("NoAnswer", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close() // held open, never answered
+			}
+		}()
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		err = run(cctx, []string{"stats"}, []string{"DATABASE_URL=postgres://u:pw@" + ln.Addr().String() + "/db"}, io.Discard, io.Discard)
+		require.Error(t, err)
+		require.Equal(t, 1, config.ExitCode(err))
+		require.ErrorContains(t, err, "is PostgreSQL, or the pooler in front of it, up?")
+	})
+
 	// On a database nobody migrated a command says what to do, not only
 	// that a relation does not exist.
 	t.Run("UnmigratedDatabase", func(t *testing.T) {
