@@ -10,7 +10,8 @@ import (
 
 // Outbox is the relay's view of route_passport_outbox; *store.Outbox
 // implements it. Every method that takes leases changes only rows still
-// held with that token and status PENDING.
+// held with that token and status PENDING (MarkPublished sent again also
+// finds the rows it published under that token, and counts them again).
 type Outbox interface {
 	// Claim leases up to limit due PENDING rows, oldest first, for lease,
 	// skipping rows leased or locked by others, and stopping before the

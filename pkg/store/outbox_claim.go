@@ -31,10 +31,12 @@ import (
 //
 // Every change after the claim names the lease token it was claimed with, so
 // a relay whose lease expired (and whose rows another relay took over) changes
-// nothing. Those statements find each lease by id and token alone, with no
-// status = 'PENDING': a token is set only on a PENDING row and every status
-// change clears it, so the token already says PENDING, and the predicate
-// would let the planner drive the join from the PENDING partial index. It
+// nothing. Those statements find each lease by id and token (and, but for
+// the mark, locked_until set), with no status = 'PENDING': a token with
+// locked_until set is only on a PENDING row (the mark keeps the token of a
+// PUBLISHED row, without locked_until; every other status change clears
+// both), so it already says PENDING, and the predicate would let the
+// planner drive the join from the PENDING partial index. It
 // does so when the last ANALYZE saw almost no PENDING row and a backlog has
 // built since: every pending row is then read for every mark (2–27 s for 300
 // leases over 68,000 pending rows in the soak), and the slow marks grow the

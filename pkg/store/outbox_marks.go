@@ -13,7 +13,10 @@ import (
 
 // The statements that end a lease: a row published, an attempt counted
 // (FAILED after the last), or the lease given back. Each finds its rows by
-// id and token (see Outbox) and runs through leaseTx.
+// id and token (see Outbox) and runs through leaseTx. A PUBLISHED row keeps
+// its token (markPublishedSQL) but not locked_until, so the others also ask
+// for a lease still held (locked_until set, if expired): a lease that
+// published its row can change it no more.
 
 // leaseArrays turns leases into the arrays the statements unnest.
 func leaseArrays(ls []outbox.Lease) (ids, tokens []pgtype.UUID) {
@@ -81,7 +84,7 @@ set attempts = o.attempts + 1,
                            else now() + r.delay_us * interval '1 microsecond' end,
     locked_until = null, lock_token = null, updated_at = now()
 from unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[]) as r(id, token, err, delay_us)
-where o.id = r.id and o.lock_token = r.token
+where o.id = r.id and o.lock_token = r.token and o.locked_until is not null
 returning o.id, o.status, o.attempts, o.next_attempt_at`
 
 // Retry records failed publishes in one statement: attempts + 1, last_error,
@@ -115,7 +118,7 @@ const releaseSQL = `
 update route_passport_outbox o
 set locked_until = null, lock_token = null
 from unnest($1::uuid[], $2::uuid[]) as l(id, token)
-where o.id = l.id and o.lock_token = l.token`
+where o.id = l.id and o.lock_token = l.token and o.locked_until is not null`
 
 // Release gives leases back without counting an attempt (Kafka unreachable,
 // shutdown), so the rows are due again at once for any relay.
@@ -137,7 +140,7 @@ set last_error = r.err,
     next_attempt_at = now() + r.delay_us * interval '1 microsecond',
     locked_until = null, lock_token = null, updated_at = now()
 from unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[]) as r(id, token, err, delay_us)
-where o.id = r.id and o.lock_token = r.token`
+where o.id = r.id and o.lock_token = r.token and o.locked_until is not null`
 
 // Postpone gives leases back without counting an attempt, like Release, but
 // records the error in last_error and makes each row due only after its

@@ -169,6 +169,18 @@ func TestOutboxClaim(t *testing.T) {
 		require.Nil(t, again.LockedUntil)
 		require.True(t, first.PublishedAt.Equal(*again.PublishedAt), "published_at kept: %s then %s", first.PublishedAt, again.PublishedAt)
 
+		// The lease that published the rows changes them no more.
+		res, err := b.outbox.Retry(ctx, []outbox.Retry{{ID: rows[0].ID, Token: rows[0].Token, Error: "x", Delay: time.Second}}, 3)
+		require.NoError(t, err)
+		require.Empty(t, res, "a retry of a published lease")
+		n, err = b.outbox.Postpone(ctx, []outbox.Retry{{ID: rows[0].ID, Token: rows[0].Token, Error: "x", Delay: time.Second}})
+		require.NoError(t, err)
+		require.Zero(t, n, "a postpone of a published lease")
+		n, err = b.outbox.Release(ctx, leasesOf(rows))
+		require.NoError(t, err)
+		require.Zero(t, n, "a release of a published lease")
+		require.Equal(t, outbox.StatusPublished, relaytest.Get(t, b.pool, rows[0].ID).Status)
+
 		other := leasesOf(rows)
 		for i := range other {
 			other[i].Token = uuid.New()
