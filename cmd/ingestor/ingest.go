@@ -127,7 +127,10 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 		"consumer_properties", slices.Sorted(maps.Keys(cfg.ConsumerProperties())),
 		"producer_properties", slices.Sorted(maps.Keys(cfg.ProducerProperties())))
 
-	go producer.WarnMissingTopics(ctx, []kafkax.TopicUse{{Name: cfg.TopicInputDLQ, Var: "TOPIC_INPUT_DLQ",
+	// Ends with this function, not only with ctx: Run may return an error.
+	topicsCtx, stopTopics := context.WithCancel(ctx)
+	defer stopTopics()
+	go producer.WarnMissingTopics(topicsCtx, []kafkax.TopicUse{{Name: cfg.TopicInputDLQ, Var: "TOPIC_INPUT_DLQ",
 		Effect: "the first invalid record pauses consumption until the topic exists"}})
 
 	consumerRunning = true

@@ -39,7 +39,7 @@ func TestWarnsOfAMissingDLQTopic(t *testing.T) {
 
 	warned := func() bool {
 		for _, line := range strings.Split(stderr.String(), "\n") {
-			if strings.Contains(line, "without a topic this process writes to") &&
+			if strings.Contains(line, "a topic this process writes to cannot be used") &&
 				strings.Contains(line, dlq) && strings.Contains(line, "TOPIC_INPUT_DLQ") {
 				return true
 			}

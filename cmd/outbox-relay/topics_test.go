@@ -38,7 +38,7 @@ func TestWarnsOfMissingOutputTopics(t *testing.T) {
 
 	warned := func(topic, variable string) bool {
 		for _, line := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(line, "without a topic this process writes to") &&
+			if strings.Contains(line, "a topic this process writes to cannot be used") &&
 				strings.Contains(line, topic) && strings.Contains(line, variable) {
 				return true
 			}

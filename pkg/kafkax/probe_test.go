@@ -83,16 +83,48 @@ func TestWarnMissingTopics(t *testing.T) {
 		{Name: missing, Var: "TOPIC_B", Effect: "b waits"},
 	})
 	require.NoError(t, ctx.Err(), "the check did not end while the brokers answer")
-	var warnings []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
-		if m["level"] == "WARN" {
-			warnings = append(warnings, m)
-		}
-	}
+	warnings := topicWarnings(t, logs.String())
 	require.Len(t, warnings, 1, logs.String())
 	require.Equal(t, missing, warnings[0]["topic"])
 	require.Equal(t, "TOPIC_B", warnings[0]["variable"])
 	require.Equal(t, "b waits", warnings[0]["effect"])
+}
+
+// A topic the check itself makes the brokers create (topic creation on, the
+// default of librdkafka and Apache Kafka) is not warned of: right after its
+// creation it may answer "leader not available", which is asked again.
+func TestWarnMissingTopicsCreatedOnDemand(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	var logs testenv.SyncBuffer
+	p, err := NewProducer(slog.New(slog.NewJSONHandler(&logs, nil)), ProducerConfig{
+		ClientConfig:    ClientConfig{BootstrapServers: bootstrap, ClientID: "warn-topics-test"},
+		DeliveryTimeout: 5 * time.Second,
+	})
+	require.NoError(t, err)
+	defer p.Close(time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	created := "warn-created-" + uuid.NewString()[:8]
+	p.WarnMissingTopics(ctx, []TopicUse{{Name: created, Var: "TOPIC_C", Effect: "c"}})
+	require.NoError(t, ctx.Err())
+	require.Empty(t, topicWarnings(t, logs.String()), logs.String())
+	require.NoError(t, p.Probe(ctx, created, 5*time.Second), "the brokers created the topic")
+}
+
+// topicWarnings returns the JSON log lines of WarnMissingTopics' warning.
+func topicWarnings(t *testing.T, logs string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		if m["level"] == "WARN" && strings.Contains(m["msg"].(string), "a topic this process writes to cannot be used") {
+			out = append(out, m)
+		}
+	}
+	return out
 }

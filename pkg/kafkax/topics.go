@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
 	"github.com/pcp/route-processing/pkg/backoff"
 	"github.com/pcp/route-processing/pkg/record"
 )
@@ -31,24 +33,45 @@ const topicCheckWait = 2 * time.Second
 // written to it: a DLQ topic at the first invalid record, an output topic
 // as rows failing their attempts minutes later. It changes nothing else
 // (readiness follows the writes themselves) and returns when every topic
-// has been answered for, or once ctx ends and a request in flight has run
-// out its wait (topicCheckWait). Brokers that create topics on demand
-// (allow.auto.create.topics, the producer's default) create them for this
-// request, as they would for the first write.
+// has been answered for, the producer is closed, or once ctx ends and a
+// request in flight has run out its wait (topicCheckWait). Brokers that
+// create topics on demand (allow.auto.create.topics, the producer's
+// default) create them for this request, as they would for the first
+// write, and answer "leader not available" until the new topic has a
+// leader: that is asked again, up to leaderlessTries times, before it is
+// warned of.
 func (pr *Producer) WarnMissingTopics(ctx context.Context, topics []TopicUse) {
 	bo := backoff.New(time.Second, 30*time.Second)
 	for _, t := range topics {
-		for ctx.Err() == nil {
+		for leaderless := 0; ctx.Err() == nil; {
 			err := pr.Probe(ctx, t.Name, topicCheckWait)
 			var topicErr *record.TopicError
-			if errors.As(err, &topicErr) {
-				pr.logger.WarnContext(ctx, "kafka: the brokers answer without a topic this process writes to; create it",
+			var kerr kafka.Error
+			switch {
+			case err == nil:
+			case errors.Is(err, errClosed):
+				return
+			case errors.As(err, &topicErr) && errors.As(topicErr.Err, &kerr) &&
+				kerr.Code() == kafka.ErrLeaderNotAvailable && leaderless < leaderlessTries:
+				leaderless++
+				backoff.Sleep(ctx, leaderlessWait)
+				continue
+			case topicErr != nil:
+				pr.logger.WarnContext(ctx, "kafka: a topic this process writes to cannot be used (create it, or grant this client access)",
 					"topic", t.Name, "variable", t.Var, "effect", t.Effect, "err", topicErr.Err)
+			default:
+				backoff.Sleep(ctx, bo.Next()) // brokers not reached yet: their outage is reported elsewhere
+				continue
 			}
-			if err == nil || topicErr != nil {
-				break
-			}
-			backoff.Sleep(ctx, bo.Next()) // brokers not reached yet: their outage is reported elsewhere
+			break
 		}
 	}
 }
+
+// A topic just created on demand has no leader for a moment (Apache
+// Kafka: tens of milliseconds to seconds); leaderlessTries × leaderlessWait
+// is how long WarnMissingTopics gives it.
+const (
+	leaderlessTries = 10
+	leaderlessWait  = 500 * time.Millisecond
+)
