@@ -98,7 +98,7 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 		// Said plainly: the bare "context deadline exceeded" of a server
 		// that never answered (a pooler waiting for a PostgreSQL that is
 		// down) read like a fault of the command.
-		err = fmt.Errorf("%w (no answer within the command's %s: is PostgreSQL, or the pooler in front of it, up?)", err, opsTimeout)
+		err = fmt.Errorf("%w (no answer within the command's %s: a lock it waited for, named above if so, or PostgreSQL, or the pooler in front of it, not answering)", err, opsTimeout)
 	}
 	return schemaHint(ctx, ob, err)
 }

@@ -220,7 +220,7 @@ func TestOps(t *testing.T) {
 		err = run(cctx, []string{"stats"}, []string{"DATABASE_URL=postgres://u:pw@" + ln.Addr().String() + "/db"}, io.Discard, io.Discard)
 		require.Error(t, err)
 		require.Equal(t, 1, config.ExitCode(err))
-		require.ErrorContains(t, err, "is PostgreSQL, or the pooler in front of it, up?")
+		require.ErrorContains(t, err, "or PostgreSQL, or the pooler in front of it, not answering")
 	})
 
 	// On a database nobody migrated a command says what to do, not only

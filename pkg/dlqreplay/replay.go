@@ -143,7 +143,9 @@ type selected struct {
 // headers (the dead-letter headers dropped), in DLQ order, in batches; it
 // waits for every delivery report of a batch before reading on. It stops at
 // the first batch with a failed delivery and then returns an error wrapping
-// ErrDeliveryFailed. The Result is meaningful whatever the error.
+// ErrDeliveryFailed, or ctx's error when ctx ended while the batch was sent
+// (a stop, not the brokers' refusal). The Result is meaningful whatever the
+// error.
 func (r *Replayer) Run(ctx context.Context) (Result, error) {
 	var res Result
 	ranges, err := r.plan(ctx)
@@ -171,7 +173,9 @@ func (r *Replayer) Run(ctx context.Context) (Result, error) {
 			if errs[i] != nil {
 				failed++
 				fmt.Fprintf(r.out, "failed %s err=%q\n", describe(s.rec, s.info), errs[i].Error())
-				r.logger.ErrorContext(ctx, "delivery failed", "dlq_partition", s.rec.Partition, "dlq_offset", s.rec.Offset, "err", errs[i])
+				if ctx.Err() == nil { // a stop is said once, by the error Run returns
+					r.logger.ErrorContext(ctx, "delivery failed", "dlq_partition", s.rec.Partition, "dlq_offset", s.rec.Offset, "err", errs[i])
+				}
 				continue
 			}
 			fmt.Fprintf(r.out, "replayed %s\n", describe(s.rec, s.info))

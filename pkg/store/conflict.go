@@ -12,8 +12,9 @@ import (
 // concurrent one (KindConflict) is run again before its error is returned,
 // each after a pause of the shared backoff (equal jitter: between half
 // and all of 1 ms, doubling up to conflictMaxPause; at most 31 ms
-// over the five). The callers run again at read committed, where a
-// serialization failure cannot recur; a deadlock can, rarely.
+// over the five). The relay's callers run again at read committed, where a
+// serialization failure cannot recur; a deadlock can, rarely (Requeue runs
+// at the server's default isolation; a deadlock is what it meets).
 const conflictRetries = 5
 
 // conflictMaxPause bounds one pause between runs.

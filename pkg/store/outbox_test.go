@@ -472,8 +472,10 @@ func TestOutboxRequeueRunsAgainAfterADeadlock(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "the requeue waits for the second row")
 
 	// Now the other transaction waits for the first row: a deadlock. The
-	// requeue waited first, so its check (after deadlock_timeout) finds it
-	// and ends the requeue's transaction, which frees the first row.
+	// requeue waited first (by 300 ms, against a deadlock_timeout of 1 s),
+	// so its check finds it and ends the requeue's transaction, which
+	// frees the first row.
+	time.Sleep(300 * time.Millisecond)
 	start := time.Now()
 	_, err = other.Exec(ctx, `select 1 from route_passport_outbox where id = $1 for update`, rows[0].ID)
 	require.NoError(t, err, "the requeue, not this transaction, is the deadlock's victim")
