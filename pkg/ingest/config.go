@@ -126,8 +126,8 @@ func (c Config) withDefaults() Config {
 // batchSize records: 2 s, plus 2 ms per record (3 s at the default 500).
 // A batch of 500 takes ~75–100 ms at the DB-only ceiling of a 2-core
 // machine (5,000–6,800 passports/s in bench-report.md and its reruns), so
-// 2 ms a row is ~10–14 times that, room for a loaded machine; the 2 s cover a commit's fsync behind a
-// checkpoint. Larger bounds only delay noticing a hung link (a timeout
+// 2 ms a row is ~10–14 times that, room for a loaded machine; the 2 s
+// cover a commit's fsync behind a checkpoint. Larger bounds only delay noticing a hung link (a timeout
 // costs nothing but a retry), smaller ones would fail healthy batches.
 func DBTimeoutFor(batchSize int) time.Duration {
 	return 2*time.Second + time.Duration(batchSize)*2*time.Millisecond

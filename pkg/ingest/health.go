@@ -120,8 +120,7 @@ func (h *health) unreached(ctx context.Context, err error) {
 	h.ready.Set(h.component, h.initial) // an old schema's reason no longer holds
 }
 
-// fail marks the dependency unavailable. /readyz names the missing topic
-// of a TopicError, otherwise the symptom of the failure.
+// fail marks the dependency unavailable; /readyz gives h.symptom's words.
 func (h *health) fail(ctx context.Context, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -132,12 +131,7 @@ func (h *health) fail(ctx context.Context, err error) {
 	h.outage.Store(true)
 	h.since = time.Now()
 	h.logger.ErrorContext(ctx, h.component+" unavailable; pausing consumption and retrying", "err", err)
-	reason := h.symptom(err)
-	var topicErr *record.TopicError
-	if errors.As(err, &topicErr) {
-		reason = topicErr.Error()
-	}
-	h.ready.Set(h.component, reason)
+	h.ready.Set(h.component, h.symptom(err))
 }
 
 // The probes of a dependency. While it is down a probe runs every
@@ -417,6 +411,16 @@ func (in *Ingestor) slow(ctx context.Context, err error) bool {
 	pctx, cancel := context.WithTimeout(ctx, max(probeTimeout, in.cfg.WriteTimeout))
 	defer cancel()
 	return in.store.Ping(pctx) == nil
+}
+
+// dlqSymptom is the DLQ's /readyz reason: the topic, named, when the
+// brokers answer without it (a *record.TopicError), else "unavailable".
+func dlqSymptom(err error) string {
+	var topicErr *record.TopicError
+	if errors.As(err, &topicErr) {
+		return topicErr.Error()
+	}
+	return "unavailable"
 }
 
 // probeDLQ asks the DLQ's brokers for the topic's metadata, within ctx's

@@ -117,8 +117,8 @@ var errCommitHook = errors.New("ingest: commit stopped by hook")
 // parse.go (parsing while records wait), batch.go (one batch), batchcap.go
 // (smaller batches while writes outrun their bound), write.go (the
 // database write), deadletter.go, commit.go (offset commits), flow.go
-// (pause/resume and the lag), rebalance.go, health.go (the database and DLQ watchers)
-// and brokers.go (the input brokers' readiness).
+// (pause/resume and the lag), rebalance.go, health.go (the database and
+// DLQ watchers) and brokers.go (the input brokers' readiness).
 type Ingestor struct {
 	logger      *slog.Logger
 	cfg         Config
@@ -201,7 +201,7 @@ func New(logger *slog.Logger, cfg Config, consumer Consumer, st Store, dl DLQ, m
 		commitBo:     backoff.New(time.Second, 10*time.Second),
 	}
 	in.dbHealth = newHealth(logger, ready, ComponentPostgres, notReachedYet, obs.DBSymptom)
-	in.dlqHealth = newHealth(logger, ready, ComponentDLQ, "", func(error) string { return "unavailable" })
+	in.dlqHealth = newHealth(logger, ready, ComponentDLQ, "", dlqSymptom)
 	SetNotReadyYet(ready)
 	return in, nil
 }
