@@ -51,7 +51,7 @@ func TestUnmigratedDatabaseSaysToMigrate(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, code)
 	require.Equal(t, 1, strings.Count(stderr.String(), "schema is older"), "said once")
 
-	_, err = store.MigrateURL(ctx, url)
+	_, err = store.MigrateURL(ctx, url, nil)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { c, _ := get("/readyz"); return c == http.StatusOK }, 20*time.Second, 50*time.Millisecond,
 		"ready once migrated: %s", &stderr)

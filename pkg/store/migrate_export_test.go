@@ -6,9 +6,12 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// MigrateLockKey is the advisory lock migrate runs take turns on.
+const MigrateLockKey = migrateLockKey
+
 // Migrate applies every embedded migration that the database lacks, on
 // conn: MigrateURL's work on a connection a test already holds.
 func Migrate(ctx context.Context, conn *pgx.Conn) error {
-	_, err := migrateConn(ctx, conn)
+	_, err := migrateConn(ctx, conn, nil)
 	return err
 }

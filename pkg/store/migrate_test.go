@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -154,18 +155,18 @@ func TestMigrate(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		u := testenv.EmptyDatabaseURL(t)
-		m, err := store.MigrateURL(ctx, u)
+		m, err := store.MigrateURL(ctx, u, nil)
 		require.NoError(t, err)
 		version, err := store.SchemaVersion()
 		require.NoError(t, err)
 		want := int32(version)
 		require.Equal(t, store.Migration{From: 0, To: want}, m)
-		m, err = store.MigrateURL(ctx, u)
+		m, err = store.MigrateURL(ctx, u, nil)
 		require.NoError(t, err)
 		require.Equal(t, store.Migration{From: want, To: want}, m)
 		// The pool settings the README allows in DATABASE_URL are not
 		// server parameters: migrate must not send them.
-		_, err = store.MigrateURL(ctx, withPoolSettings(u))
+		_, err = store.MigrateURL(ctx, withPoolSettings(u), nil)
 		require.NoError(t, err)
 
 		// A later release's schema (a rollback runs this release's
@@ -175,7 +176,7 @@ func TestMigrate(t *testing.T) {
 		defer pool.Close()
 		_, err = pool.Exec(ctx, "update schema_version set version = version + 1")
 		require.NoError(t, err)
-		m, err = store.MigrateURL(ctx, u)
+		m, err = store.MigrateURL(ctx, u, nil)
 		require.NoError(t, err, "a newer schema is left as it is")
 		require.True(t, m.Newer())
 		require.Equal(t, want+1, m.From)
@@ -200,7 +201,7 @@ func TestMigrateConcurrently(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, errs[i] = store.MigrateURL(ctx, u)
+				_, errs[i] = store.MigrateURL(ctx, u, nil)
 			}()
 		}
 		wg.Wait()
@@ -215,6 +216,59 @@ func TestMigrateConcurrently(t *testing.T) {
 		require.Zero(t, invalid, "no invalid index left, round %d", round)
 		require.NoError(t, conn.Close(ctx))
 	}
+}
+
+// A migrate run waiting for another's lock says who holds it (the holder's
+// pid, application and client), then migrates once the lock is free. It
+// said nothing for up to its 5-minute bound before.
+func TestMigrateReportsTheLockHolder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := testenv.EmptyDatabaseURL(t)
+	cfg, err := pgx.ParseConfig(u)
+	require.NoError(t, err)
+	cfg.RuntimeParams["application_name"] = "stuck-migrate"
+	holder, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer holder.Close(ctx)
+	_, err = holder.Exec(ctx, "select pg_advisory_lock($1)", store.MigrateLockKey)
+	require.NoError(t, err)
+
+	type report struct {
+		holder store.MigrateLockHolder
+		waited time.Duration
+	}
+	reports := make(chan report, 10)
+	done := make(chan error, 1)
+	go func() {
+		_, err := store.MigrateURL(ctx, u, func(h store.MigrateLockHolder, waited time.Duration) {
+			reports <- report{h, waited}
+		})
+		done <- err
+	}()
+
+	var r report
+	select {
+	case r = <-reports:
+	case err := <-done:
+		t.Fatalf("migrate ended (%v) while another session held its lock", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no report of the lock's holder within 10 s")
+	}
+	require.Equal(t, int32(holder.PgConn().PID()), r.holder.PID)
+	require.Equal(t, "stuck-migrate", r.holder.Application)
+	require.NotEmpty(t, r.holder.Client, "a TCP or Unix-socket client")
+	require.Less(t, r.waited, 5*time.Second, "the first report comes at the first refusal")
+
+	_, err = holder.Exec(ctx, "select pg_advisory_unlock($1)", store.MigrateLockKey)
+	require.NoError(t, err)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("migrate did not finish within 60 s of the lock's release")
+	}
+	require.Empty(t, reports, "one report within the first %s", store.MigrateWaitReport)
 }
 
 // withPoolSettings adds the pgxpool settings of the README's DATABASE_URL

@@ -154,7 +154,7 @@ func (c *PostgresCluster) CreateDatabase(t testing.TB, name string, migrated boo
 	}
 	u := c.URL(name)
 	if migrated {
-		if _, err := store.MigrateURL(ctx, u); err != nil {
+		if _, err := store.MigrateURL(ctx, u, nil); err != nil {
 			t.Fatalf("testenv: migrate database %s: %v", name, err)
 		}
 	}

@@ -113,7 +113,7 @@ func newPGServer(source, adminURL string) (*pgServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := store.MigrateURL(ctx, tplURL); err != nil {
+	if _, err := store.MigrateURL(ctx, tplURL, nil); err != nil {
 		return nil, fmt.Errorf("migrate template database: %w", err)
 	}
 	// No connections to the template from now on: CREATE DATABASE ...
