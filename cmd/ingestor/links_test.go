@@ -29,11 +29,8 @@ func TestFrozenBrokerIsReflectedInReadiness(t *testing.T) {
 		"HTTP_ADDR=" + addr,
 		"LOG_LEVEL=warn",
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	var stderr testenv.SyncBuffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, env, io.Discard, &stderr) }()
-	t.Cleanup(cancel)
+	ingestor := testenv.StartMain(t, "ingestor", func(ctx context.Context) error { return run(ctx, nil, env, io.Discard, &stderr) })
 	get := func(path string) (int, string) { return httpGet(addr, path) }
 	require.Eventually(t, func() bool { c, _ := get("/readyz"); return c == 200 }, 60*time.Second, 50*time.Millisecond,
 		"ready with PostgreSQL and the broker up")
@@ -54,12 +51,6 @@ func TestFrozenBrokerIsReflectedInReadiness(t *testing.T) {
 	require.Less(t, notReady, 5*time.Second)
 	require.LessOrEqual(t, ready, 2*time.Second)
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("ingestor did not stop within 30 s of cancellation")
-	}
+	require.NoError(t, ingestor.Stop())
 	require.False(t, strings.Contains(stderr.String(), "panic"))
 }

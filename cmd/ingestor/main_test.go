@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -110,10 +109,8 @@ func TestServesHealthAndMetricsWithOnlyRequiredVariables(t *testing.T) {
 		"KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1",
 		"HTTP_ADDR=" + addr,
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	var stderr testenv.SyncBuffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, env, io.Discard, &stderr) }()
+	ingestor := testenv.StartMain(t, "ingestor", func(ctx context.Context) error { return run(ctx, nil, env, io.Discard, &stderr) })
 
 	get := func(path string) (int, string) { return httpGet(addr, path) }
 	require.Eventually(t, func() bool { c, _ := get("/healthz"); return c == 200 }, 10*time.Second, 50*time.Millisecond)
@@ -130,26 +127,14 @@ func TestServesHealthAndMetricsWithOnlyRequiredVariables(t *testing.T) {
 		return strings.Contains(stderr.String(), "postgres not reachable yet")
 	}, 10*time.Second, 50*time.Millisecond, "log: %s", &stderr)
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("ingestor did not stop within 30 s of cancellation")
-	}
+	require.NoError(t, ingestor.Stop())
 	require.NotContains(t, stderr.String(), "s3cret-pw")
 }
 
 // httpGet fetches path from the process's HTTP server at addr: the status
 // and body, or 0 and the error when nothing answers.
 func httpGet(addr, path string) (int, string) {
-	resp, err := http.Get("http://" + addr + path)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return testenv.HTTPGet(context.Background(), "http://"+addr+path)
 }
 
 // An HTTP_ADDR in use stops the process before it connects anywhere, with

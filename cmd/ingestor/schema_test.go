@@ -30,11 +30,8 @@ func TestUnmigratedDatabaseSaysToMigrate(t *testing.T) {
 		"TOPIC_INPUT=" + testenv.Topic(t, "schema-in", 1),
 		"HTTP_ADDR=" + addr,
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	var stderr testenv.SyncBuffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, env, io.Discard, &stderr) }()
+	ingestor := testenv.StartMain(t, "ingestor", func(ctx context.Context) error { return run(ctx, nil, env, io.Discard, &stderr) })
 	get := func(path string) (int, string) { return httpGet(addr, path) }
 
 	require.Eventually(t, func() bool {
@@ -51,16 +48,10 @@ func TestUnmigratedDatabaseSaysToMigrate(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, code)
 	require.Equal(t, 1, strings.Count(stderr.String(), "schema is older"), "said once")
 
-	_, err = store.MigrateURL(ctx, url, nil)
+	_, err = store.MigrateURL(context.Background(), url, nil)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { c, _ := get("/readyz"); return c == http.StatusOK }, 20*time.Second, 50*time.Millisecond,
 		"ready once migrated: %s", &stderr)
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("ingestor did not stop within 30 s of cancellation")
-	}
+	require.NoError(t, ingestor.Stop())
 }

@@ -31,11 +31,8 @@ func TestWarnsOfAMissingDLQTopic(t *testing.T) {
 		"HTTP_ADDR=" + addr,
 		"LOG_LEVEL=warn",
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	var stderr testenv.SyncBuffer
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, env, io.Discard, &stderr) }()
-	t.Cleanup(cancel)
+	ingestor := testenv.StartMain(t, "ingestor", func(ctx context.Context) error { return run(ctx, nil, env, io.Discard, &stderr) })
 
 	warned := func() bool {
 		for _, line := range strings.Split(stderr.String(), "\n") {
@@ -48,11 +45,5 @@ func TestWarnsOfAMissingDLQTopic(t *testing.T) {
 	}
 	require.Eventually(t, warned, 30*time.Second, 50*time.Millisecond, "no warning naming the DLQ topic; log: %s", &stderr)
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("ingestor did not stop within 30 s of cancellation")
-	}
+	require.NoError(t, ingestor.Stop())
 }

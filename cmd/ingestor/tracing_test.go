@@ -48,10 +48,7 @@ func TestTracesReachAnOTLPEndpointInTheInputsTrace(t *testing.T) {
 	testenv.Produce(t, bootstrap, topic, testenv.Record{Key: []byte("k"), Value: value,
 		Headers: []testenv.Header{{Key: "traceparent", Value: []byte(input)}}})
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, env, io.Discard, io.Discard) }()
+	ingestor := testenv.StartMain(t, "ingestor", func(ctx context.Context) error { return run(ctx, nil, env, io.Discard, io.Discard) })
 
 	conn, err := pgx.Connect(context.Background(), dbURL)
 	require.NoError(t, err)
@@ -65,13 +62,7 @@ func TestTracesReachAnOTLPEndpointInTheInputsTrace(t *testing.T) {
 		headers, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		return err == nil && len(headers) == 2
 	}, 60*time.Second, 100*time.Millisecond, "the passport's outbox rows are written")
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("ingestor did not stop within 30 s")
-	}
+	require.NoError(t, ingestor.Stop())
 
 	names := map[string][]testenv.Span{}
 	for _, sp := range otlp.Spans() {

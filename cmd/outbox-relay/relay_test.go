@@ -23,24 +23,16 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
+// freeAddr is an HTTP_ADDR for a relay of the test.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testenv.FreeAddr()
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
 	return addr
 }
 
-func get(url string) (int, string) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
+// get fetches url: its status and body, or 0 when nothing answers.
+func get(url string) (int, string) { return testenv.HTTPGet(context.Background(), url) }
 
 func TestOps(t *testing.T) {
 	t.Parallel()
@@ -269,11 +261,8 @@ func TestRunRelayHTTPFirst(t *testing.T) {
 		"HTTP_ADDR=" + addr,
 		"LOG_LEVEL=error",
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	logs := &testenv.SyncBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, env, io.Discard, logs) }()
+	relay := testenv.StartMain(t, "relay", func(ctx context.Context) error { return run(ctx, nil, env, io.Discard, logs) })
 
 	require.Eventually(t, func() bool { code, _ := get("http://" + addr + "/healthz"); return code == 200 }, 10*time.Second, 20*time.Millisecond)
 	code, body := get("http://" + addr + "/readyz")
@@ -291,13 +280,7 @@ func TestRunRelayHTTPFirst(t *testing.T) {
 	testenv.RequireMetricsDocumented(t, body)
 
 	stopAt := time.Now()
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("relay did not stop within 30s of SIGTERM")
-	}
+	require.NoError(t, relay.Stop())
 	t.Logf("stopped in %s", time.Since(stopAt).Round(time.Millisecond))
 	require.NotContains(t, logs.String(), "secret", "no password in the logs")
 }
@@ -316,11 +299,8 @@ func TestRunRelayPublishes(t *testing.T) {
 	addr := freeAddr(t)
 	env := []string{"DATABASE_URL=" + url, "KAFKA_BOOTSTRAP_SERVERS=" + bootstrap, "HTTP_ADDR=" + addr,
 		"KAFKA_PRODUCER_PROPERTY_SOCKET_KEEPALIVE_ENABLE=true", "KAFKA_PROPERTY_CLIENT_RACK=rack-secret-value"}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	logs := &testenv.SyncBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- run(runCtx, nil, env, io.Discard, logs) }()
+	relay := testenv.StartMain(t, "relay", func(ctx context.Context) error { return run(ctx, nil, env, io.Discard, logs) })
 
 	// The start line names every property the producer gets, a
 	// producer-only one too, and no value.
@@ -340,13 +320,7 @@ func TestRunRelayPublishes(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 
 	stopAt := time.Now()
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("relay did not stop within 30s")
-	}
+	require.NoError(t, relay.Stop())
 	t.Logf("stopped in %s", time.Since(stopAt).Round(time.Millisecond))
 	require.False(t, strings.Contains(logs.String(), `"level":"ERROR"`), logs.String())
 }

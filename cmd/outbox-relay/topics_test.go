@@ -30,11 +30,8 @@ func TestWarnsOfMissingOutputTopics(t *testing.T) {
 		"HTTP_ADDR=" + freeAddr(t),
 		"LOG_LEVEL=warn",
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	logs := &testenv.SyncBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, env, io.Discard, logs) }()
+	relay := testenv.StartMain(t, "relay", func(ctx context.Context) error { return run(ctx, nil, env, io.Discard, logs) })
 
 	warned := func(topic, variable string) bool {
 		for _, line := range strings.Split(logs.String(), "\n") {
@@ -49,11 +46,5 @@ func TestWarnsOfMissingOutputTopics(t *testing.T) {
 		return warned(processed, "TOPIC_PROCESSED_ROUTE") && warned(georef, "TOPIC_ROUTE_GEOREFERENCE")
 	}, 30*time.Second, 50*time.Millisecond, "no warning naming each output topic; log: %s", logs)
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("relay did not stop within 30 s of cancellation")
-	}
+	require.NoError(t, relay.Stop())
 }

@@ -33,10 +33,7 @@ func TestRunRelayTracesToOTLP(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	env := []string{"DATABASE_URL=" + url, "KAFKA_BOOTSTRAP_SERVERS=" + bootstrap, "HTTP_ADDR=" + freeAddr(t), "LOG_LEVEL=warn"}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- run(runCtx, nil, env, io.Discard, io.Discard) }()
+	relay := testenv.StartMain(t, "relay", func(ctx context.Context) error { return run(ctx, nil, env, io.Discard, io.Discard) })
 
 	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic, Headers: outbox.OrderHeaders(map[string]string{
 		"type": relaytest.RouteGeoRef, "traceparent": "00-" + traceID + "-" + parentSpan + "-01"})})
@@ -47,13 +44,7 @@ func TestRunRelayTracesToOTLP(t *testing.T) {
 	require.Equal(t, traceID, tp[3:35], "the output continues the input's trace")
 	require.NotEqual(t, parentSpan, tp[36:52], "under a span of the relay's")
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("relay did not stop within 30s")
-	}
+	require.NoError(t, relay.Stop())
 	names := map[string]string{} // span id → name, spans of the input's trace
 	for _, sp := range otlp.Spans() {
 		if sp.TraceID == traceID {

@@ -94,6 +94,11 @@
 // integration test, the dev broker, `make run` (scripts/devrun) and `make
 // bench` run their children on it; [GoBuild] builds them.
 //
+// The mains' own tests (cmd/ingestor, cmd/outbox-relay) call run in process
+// instead: [StartMain] runs it on a goroutine, and [MainRun.Stop] cancels
+// its context as SIGTERM would and fails the test unless run returns within
+// the contract's 30 s.
+//
 // A program (not a test binary) calls [Open] instead of Main and defers the
 // function it returns; [StartPostgresCluster] and [StartBrokerProcess] are
 // NewPostgresCluster and NewBrokerProcess without a testing.TB.
