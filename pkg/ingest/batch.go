@@ -14,7 +14,7 @@ import (
 // item is one polled record on its way through a batch.
 type item struct {
 	// acc.Source is the polled record; acc.Passport and acc.Events are set
-	// once it parsed.
+	// by its batch (process) when it is valid.
 	acc   passport.Accepted
 	epoch uint64 // assignment epoch of the record's partition when polled
 	gen   uint64 // the tracker's gen of the record's offset (tracker.Truncate)
@@ -54,7 +54,6 @@ func (it *item) rec() *record.Record { return &it.acc.Source }
 //   - dbDone: every valid record of the batch is written or dead-lettered
 //     (or abandoned at shutdown).
 type batch struct {
-	seq   uint64
 	items []*item
 	prev  *batch
 
@@ -77,9 +76,9 @@ type batch struct {
 	wrote, fits, tooBig int
 }
 
-func newBatch(seq uint64, items []*item, prev *batch) *batch {
+func newBatch(items []*item, prev *batch) *batch {
 	return &batch{
-		seq: seq, items: items, prev: prev, parsed: make(chan struct{}),
+		items: items, prev: prev, parsed: make(chan struct{}),
 		applied: make(chan struct{}), committing: make(chan struct{}), fastDone: make(chan struct{}), dbDone: make(chan struct{}),
 	}
 }

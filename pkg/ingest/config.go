@@ -65,7 +65,8 @@ type Config struct {
 	// while more than this many records or bytes wait for a batch slot
 	// (0: max(20*BatchSize, 2000) records, 64 MiB). Pausing drops
 	// librdkafka's prefetched data and resuming refetches it, so the window
-	// is wide and resumption starts at half of it, while plenty is left.
+	// is wide and resumption waits until both are down to half of it (for
+	// records at least BatchSize), while plenty is left.
 	PauseRecords, PauseBytes int
 
 	// Tracer, when set, traces batches, records, writes and dead letters
@@ -95,6 +96,7 @@ func DefaultConfig() Config {
 		CommitTimeout:   5 * time.Second,
 		RevokeTimeout:   10 * time.Second,
 		ShutdownTimeout: 12 * time.Second,
+		PauseRecords:    0, // max(20*BatchSize, 2000)
 		PauseBytes:      64 << 20,
 	}
 }
@@ -143,7 +145,8 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return "ingest: " + e.Field + ": " + e.Reason }
 
-// minPeriod is the shortest database bound or retry backoff Validate accepts.
+// minPeriod is the shortest database bound (WriteTimeout) or retry backoff
+// cap (MaxBackoff) Validate accepts.
 const minPeriod = 100 * time.Millisecond
 
 // Validate reports the first value Run cannot work with. New validates
@@ -180,8 +183,9 @@ func (c Config) Validate() error {
 		}
 	}
 	// A bound of a few milliseconds is a write that can never finish, and a
-	// backoff of a few nanoseconds a busy loop with a log line per turn
-	// while the database is down: both stall ingest with nothing refused.
+	// backoff capped at a few nanoseconds a busy loop with a log line per
+	// turn while the database is down: both stall ingest with nothing
+	// refused.
 	if c.WriteTimeout < 0 || (c.WriteTimeout > 0 && c.WriteTimeout < minPeriod) {
 		return &FieldError{Field: "WriteTimeout", Reason: fmt.Sprintf("%s is below %s (0: derived from the batch size)", c.WriteTimeout, minPeriod)}
 	}

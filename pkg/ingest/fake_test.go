@@ -1085,3 +1085,69 @@ func TestFakeBrokersReadiness(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(kafkaReason(), "kafka: brokers unreachable") }, 5*time.Second, 5*time.Millisecond)
 	require.Equal(t, 2, r.logs.count("kafka unreachable; records wait in the topic"))
 }
+
+// Records over PauseBytes (but not PauseRecords) pause consumption until
+// the backlog is down to half of them. Resumption looked at the record
+// count alone, so with large records the partitions were paused and
+// resumed on alternate passes of the loop, and the backlog grew past
+// PauseBytes for as long as the writes were slow.
+func TestFakePauseBytesHoldsUntilDrained(t *testing.T) {
+	t.Parallel()
+	vs := values(t, 200)
+	c := newFakeConsumer(0)
+	c.add(0, vs...)
+	s := newFakeStore()
+	pauseBytes := 10 * len(vs[0])
+	startFake(t, c, s, &fakeDLQ{}, func(cfg *ingest.Config) {
+		cfg.PauseBytes = pauseBytes
+		cfg.BatchBytes = 2 * len(vs[0]) // two records a batch: the two slots hold four
+	})
+	calls, release := holdWrites(t, s, 2)
+	require.Eventually(t, func() bool { return calls.Load() == 2 && c.isPaused(0) }, 10*time.Second, time.Millisecond,
+		"both slots held and the partition paused")
+
+	// While both writes are held nothing drains: the partition must stay
+	// paused, with what was fetched bounded by PauseBytes.
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		require.True(t, c.isPaused(0), "resumed while the backlog is still over PauseBytes")
+		time.Sleep(time.Millisecond)
+	}
+	c.mu.Lock()
+	fetched := c.pos[0]
+	c.mu.Unlock()
+	require.LessOrEqual(t, fetched, int64(4+10+1), "fetched: the four records in the held batches, PauseBytes of backlog, one more")
+
+	release(1)
+	release(2)
+	require.Eventually(t, func() bool { return s.routes() == 200 }, 10*time.Second, 10*time.Millisecond)
+	require.False(t, c.isPaused(0), "resumed once drained")
+}
+
+// With INGEST_BATCH_MAX_WAIT set, a record that waited longer than it (for
+// a slot) goes with the next free slot, even when the batch before took
+// only part of the backlog: the wait was counted again from each dispatch,
+// so records a full batch left behind waited a whole BatchMaxWait more.
+func TestFakeBatchMaxWaitCountsFromFetch(t *testing.T) {
+	t.Parallel()
+	const maxWait = 2 * time.Second
+	vs := values(t, 7)
+	c := newFakeConsumer(0)
+	s := newFakeStore()
+	startFake(t, c, s, &fakeDLQ{}, func(cfg *ingest.Config) {
+		cfg.BatchSize = 2
+		cfg.BatchMaxWait = maxWait
+	})
+	calls, release := holdWrites(t, s, 2)
+	c.add(0, vs[:4]...) // two full batches: both slots held
+	require.Eventually(t, func() bool { return calls.Load() == 2 }, 10*time.Second, time.Millisecond)
+	c.add(0, vs[4:]...) // a full batch and one record left behind
+	time.Sleep(maxWait + 200*time.Millisecond)
+
+	released := time.Now()
+	release(1)
+	release(2)
+	require.Eventually(t, func() bool { return s.routes() == 7 }, 10*time.Second, time.Millisecond)
+	took := time.Since(released)
+	require.Less(t, took, maxWait/2, "the record left behind had waited its BatchMaxWait already; it went %s after the slots freed", took)
+}

@@ -12,7 +12,11 @@ import (
 func (in *Ingestor) flowControl(ctx context.Context) {
 	outage := in.outage()
 	full := in.overfull()
-	low := len(in.pending) < max(in.cfg.PauseRecords/2, in.cfg.BatchSize)
+	// Both measures must be down to half (records: at least a batch's
+	// worth): by count alone, a backlog over PauseBytes in large records
+	// was resumed on the pass after its pause, and grew past it.
+	low := len(in.pending) < max(in.cfg.PauseRecords/2, in.cfg.BatchSize) &&
+		in.pendingBytes < in.cfg.PauseBytes/2
 	in.ownedMu.RLock()
 	var toPause, toResume []int32
 	for p := range in.owned {

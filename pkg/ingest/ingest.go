@@ -90,6 +90,7 @@ type DLQ interface {
 const (
 	ComponentPostgres = "postgres"
 	ComponentDLQ      = "dlq"
+	ComponentKafka    = "kafka" // the input's brokers
 )
 
 // The reasons /readyz gives before the database and the brokers first
@@ -146,7 +147,6 @@ type Ingestor struct {
 	tracker      *tracker
 	pending      []*item
 	pendingBytes int
-	pendingSince time.Time
 	batchCap     batchCap
 	// caughtUp: the last Poll returned nothing, so pending holds all that
 	// has arrived.
@@ -157,8 +157,7 @@ type Ingestor struct {
 	unparsed   int    // pending[:unparsed] are parsed (parse.go)
 	last       *batch // the most recently dispatched batch (chain tail)
 	paused     map[int32]bool
-	stopped    bool // BeforeCommit failed
-	hookErr    error
+	hookErr    error // BeforeCommit failed: the loop stops with it
 	lagAt      time.Time
 	// groupOffsets are the group's committed offsets of assigned
 	// partitions nothing was polled from yet, asked at groupAskedAt
@@ -166,7 +165,6 @@ type Ingestor struct {
 	groupOffsets map[int32]int64
 	groupAskedAt time.Time
 	wg           sync.WaitGroup
-	seq          uint64
 	finished     bool // Run is past its final commit
 
 	// offset commits (poll goroutine only)
@@ -237,7 +235,7 @@ func (in *Ingestor) Run(ctx context.Context) error {
 
 	// Shutdown: stop polling, drop what was not batched, finish the rest.
 	in.dropPending(nil)
-	in.finishWhile(time.Now().Add(in.cfg.ShutdownTimeout), func() bool { return in.inflight > 0 && !in.stopped })
+	in.finishWhile(time.Now().Add(in.cfg.ShutdownTimeout), func() bool { return in.inflight > 0 && in.hookErr == nil })
 	abandoned := in.inflight
 	cancelBatches()
 	in.wg.Wait()

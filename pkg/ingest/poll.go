@@ -10,7 +10,7 @@ import (
 func (in *Ingestor) loop(ctx, batchCtx context.Context) error {
 	for {
 		in.drainResults()
-		if in.stopped {
+		if in.hookErr != nil {
 			return in.hookErr
 		}
 		if ctx.Err() != nil {
@@ -18,7 +18,7 @@ func (in *Ingestor) loop(ctx, batchCtx context.Context) error {
 		}
 		in.dispatch(batchCtx)
 		in.commit(ctx, nil, 0, false)
-		if in.stopped {
+		if in.hookErr != nil {
 			return in.hookErr
 		}
 		in.flowControl(ctx)
@@ -58,9 +58,6 @@ func (in *Ingestor) loop(ctx, batchCtx context.Context) error {
 			in.onRewound(ctx, rec.Partition, rec.Offset)
 			gen, _ = in.tracker.Add(rec.Partition, rec.Offset)
 		}
-		if len(in.pending) == 0 {
-			in.pendingSince = time.Now()
-		}
 		if !rec.Timestamp.IsZero() {
 			in.metrics.stageFetched.Observe(fetched.Sub(rec.Timestamp).Seconds())
 		}
@@ -94,7 +91,7 @@ func (in *Ingestor) pollTimeout() (d time.Duration, slot bool) {
 			// fetched.
 			return 0, false
 		}
-		return max(time.Until(in.pendingSince.Add(in.cfg.BatchMaxWait)), time.Millisecond), false
+		return max(time.Until(in.pending[0].fetched.Add(in.cfg.BatchMaxWait)), time.Millisecond), false
 	case in.inflight > 0:
 		return 5 * time.Millisecond, false
 	}
@@ -126,10 +123,12 @@ func (in *Ingestor) batchFull() bool {
 	return len(in.pending) >= in.batchCap.limit() || in.pendingBytes >= in.cfg.BatchBytes
 }
 
-// batchDue reports whether the pending records should go now: a full
-// batch always; with BatchMaxWait 0 (the default) as soon as the client has
-// nothing more to give (caughtUp: pending holds all that has arrived);
-// otherwise once the oldest record waited BatchMaxWait.
+// batchDue reports whether the pending records (at least one) should go
+// now: a full batch always; with BatchMaxWait 0 (the default) as soon as
+// the client has nothing more to give (caughtUp: pending holds all that
+// has arrived); otherwise once the oldest pending record has waited
+// BatchMaxWait since it was fetched (records a batch left behind do not
+// start their wait again).
 func (in *Ingestor) batchDue() bool {
 	if in.batchFull() {
 		return true
@@ -137,7 +136,7 @@ func (in *Ingestor) batchDue() bool {
 	if in.cfg.BatchMaxWait == 0 {
 		return in.caughtUp
 	}
-	return time.Since(in.pendingSince) >= in.cfg.BatchMaxWait
+	return time.Since(in.pending[0].fetched) >= in.cfg.BatchMaxWait
 }
 
 // held reports whether a batch that is not full must wait because the
@@ -184,9 +183,7 @@ func (in *Ingestor) dispatch(ctx context.Context) {
 			in.pendingBytes -= len(it.rec().Value)
 			in.dispatched[it.rec().Partition]++
 		}
-		in.pendingSince = time.Now()
-		in.seq++
-		b := newBatch(in.seq, items, in.last)
+		b := newBatch(items, in.last)
 		in.last = b
 		in.inflight++
 		in.wg.Add(1)
