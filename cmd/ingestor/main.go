@@ -1,6 +1,7 @@
 // Command ingestor consumes route passports from Kafka, validates them and
-// writes each one with its two outbox rows in one PostgreSQL transaction,
-// committing the Kafka offset only afterwards. Invalid records go to the
+// writes each one (and, for a route not seen before, its two outbox rows)
+// in one PostgreSQL transaction, committing the Kafka offset only
+// afterwards. Invalid records go to the
 // dead-letter topic.
 //
 //	ingestor                 consume, validate, write, commit

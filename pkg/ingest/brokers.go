@@ -9,9 +9,6 @@ import (
 	"github.com/pcp/route-processing/pkg/record"
 )
 
-// ComponentKafka is the readiness component of the input's brokers.
-const ComponentKafka = "kafka"
-
 // brokerProbeEvery is how often watchBrokers asks for metadata: one request
 // a second is nothing for a broker, and bounds noticing a hung link (bytes
 // held, no RST) to about 3 s and the brokers' return to about 1 s.

@@ -20,7 +20,7 @@ type commitCall struct {
 // After a failure the poll loop tries again only after a backoff; force
 // (revocation, shutdown) tries at once.
 func (in *Ingestor) commit(ctx context.Context, parts []int32, wait time.Duration, force bool) {
-	if in.stopped {
+	if in.hookErr != nil {
 		return
 	}
 	deadline := time.Now().Add(wait)
@@ -49,7 +49,6 @@ func (in *Ingestor) commit(ctx context.Context, parts []int32, wait time.Duratio
 	}
 	if in.cfg.BeforeCommit != nil {
 		if err := in.cfg.BeforeCommit(offsets); err != nil {
-			in.stopped = true
 			in.hookErr = fmt.Errorf("%w: %w", errCommitHook, err)
 			return
 		}

@@ -400,10 +400,11 @@ func (in *Ingestor) probeDB(ctx context.Context) error {
 // out; one that a shorter statement_timeout cuts first, by writeSlow, as a
 // lone record that keeps timing out.
 //
-// The ping gets as long as the write had (at least probeTimeout): it may
+// The ping gets one statement's bound (WriteTimeout, at least
+// probeTimeout; a call carrying statements and commit had twice it): it may
 // wait for a connection while the other batch in flight and the probe hold
-// the pool's, and a database that answers a ping within a write's bound is
-// not down.
+// the pool's, and a database that answers a ping within a statement's
+// bound is not down.
 func (in *Ingestor) slow(ctx context.Context, err error) bool {
 	if !store.TimedOut(err) || ctx.Err() != nil {
 		return false

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pcp/route-processing/pkg/dlq"
 	"github.com/pcp/route-processing/pkg/obs"
 )
 
@@ -50,8 +51,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Records between the committed offset and the high watermark, per assigned partition.",
 		}, []string{"partition"}),
 	}
-	for _, c := range []string{"CONTRACT", "RETRYABLE", "FATAL"} {
-		m.failure.WithLabelValues(c)
+	for _, c := range dlq.Categories {
+		m.failure.WithLabelValues(string(c))
 	}
 	reg.MustRegister(m.success, m.failure, m.batchSize, m.batchDuration, m.lag)
 	stages := obs.NewStageHistogram(reg)

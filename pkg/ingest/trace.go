@@ -14,7 +14,9 @@ import (
 // its records' input trace contexts; one per record that came with a
 // traceparent, as its child (the input's traceparent is the parent of the
 // ingest span, and the events carry this span's context on); the database
-// write and the DLQ write as children of the batch span.
+// write as a child of the batch span, and the DLQ write as one of the
+// batch span (contract errors) or of the write span (records the database
+// refused, dead-lettered from the write).
 const (
 	spanBatch      = "ingest batch"
 	spanRecord     = "ingest record"

@@ -215,6 +215,8 @@ func (in *Ingestor) dbCall(ctx context.Context, bound time.Duration, fn func(con
 		in.dbHealth.patience.Worked(time.Since(start))
 	}
 	if cut := in.dbHealth.calls.end(id); cut && err != nil && ctx.Err() == nil {
+		// %v, not %w: the cut's context.Canceled must not reach
+		// store.Classify, which would take it for a stop, not an outage.
 		return fmt.Errorf("database call cut short (sent while the database did not answer; it answers again): %v", err)
 	}
 	return err
@@ -230,7 +232,8 @@ func (in *Ingestor) noteDBError(ctx context.Context, err error) {
 
 // splitAfterFailures is how many times in a row a span of several records
 // fails as "unavailable" while the database answers pings before it is
-// split.
+// split, and how many times a lone record runs out of its bound so before
+// it counts as stuck (an outage).
 const splitAfterFailures = 2
 
 // writeSlow writes items, in order, one transaction per span: a span the
