@@ -76,9 +76,9 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 		return cfg.NameVariables(err, true)
 	}
 	// Closed with a bound after Run; on the way out before it, here.
-	consumerRunning := false
+	closeAfterRun := false
 	defer func() {
-		if !consumerRunning {
+		if !closeAfterRun {
 			_ = consumer.Close()
 		}
 	}()
@@ -133,7 +133,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	go producer.WarnMissingTopics(topicsCtx, []kafkax.TopicUse{{Name: cfg.TopicInputDLQ, Var: "TOPIC_INPUT_DLQ",
 		Effect: "the first invalid record pauses consumption until the topic exists"}})
 
-	consumerRunning = true
+	closeAfterRun = true
 	runErr := in.Run(ctx)
 	// Close leaves the group; the revocation it triggers commits nothing
 	// new (Run already committed what was finished). A consumer that hit a

@@ -55,13 +55,13 @@ func (in *Ingestor) outage() bool {
 	return in.dbHealth.outage.Load() || in.dlqHealth.outage.Load()
 }
 
-// holding reports whether no batch may start: a dependency is down, or the
+// blocksBatches reports whether no batch may start: a dependency is down, or the
 // database has not answered yet since start. The latter pauses no
 // partition (pausing one while the consumer still fetches its start offset
 // left it stuck in a test run); the records wait in pending, and past
 // PauseRecords the partitions pause as for any backlog.
-func (in *Ingestor) holding() bool {
-	return in.dbHealth.holding() || in.dlqHealth.holding()
+func (in *Ingestor) blocksBatches() bool {
+	return in.dbHealth.blocksBatches() || in.dlqHealth.blocksBatches()
 }
 
 // overfull reports whether too much waits for a batch slot (consumption

@@ -26,7 +26,7 @@ type health struct {
 	symptom func(error) string
 	// down: not ready (failing, or not yet seen working); outage: a
 	// failure was seen and no success since (consumption pauses); reached:
-	// seen working once (no batch starts before, see holding).
+	// seen working once (no batch starts before, see blocksBatches).
 	down    atomic.Bool
 	outage  atomic.Bool
 	reached atomic.Bool
@@ -57,11 +57,11 @@ func newHealth(logger *slog.Logger, ready *obs.Readiness, component, initial str
 	return h
 }
 
-// holding reports whether no batch may start for the dependency: it failed
+// blocksBatches reports whether no batch may start for the dependency: it failed
 // and has not worked since, or it never answered yet (a record consumed then
 // could be dead-lettered while the database is unavailable, which contract
 // §1.5 forbids).
-func (h *health) holding() bool { return h.outage.Load() || !h.reached.Load() }
+func (h *health) blocksBatches() bool { return h.outage.Load() || !h.reached.Load() }
 
 // ok marks the dependency working.
 func (h *health) ok(ctx context.Context) { h.okIf(ctx, nil) }
@@ -98,7 +98,7 @@ func (h *health) okIf(ctx context.Context, mayEnd func() bool) {
 
 // unreached logs, once until the dependency works, why a probe of a
 // dependency not yet seen working failed (wrong password, unknown host):
-// nothing is consumed before it answers (holding), so no call fails and
+// nothing is consumed before it answers (blocksBatches), so no call fails and
 // nothing else would say why the process is not ready. An outage logs its
 // own line.
 func (h *health) unreached(ctx context.Context, err error) {

@@ -154,7 +154,7 @@ type Ingestor struct {
 	inflight   int
 	dispatched map[int32]int // partition → records in in-flight batches
 	results    chan *batch
-	unparsed   int    // pending[:unparsed] are parsed (parse.go)
+	parsedUpTo int    // pending[:parsedUpTo] are parsed (parse.go)
 	last       *batch // the most recently dispatched batch (chain tail)
 	paused     map[int32]bool
 	hookErr    error // BeforeCommit failed: the loop stops with it

@@ -28,10 +28,10 @@ import (
 // parseNext parses the first pending record not parsed yet and reports
 // whether there was one.
 func (in *Ingestor) parseNext() bool {
-	for ; in.unparsed < len(in.pending); in.unparsed++ {
-		if it := in.pending[in.unparsed]; !it.isParsed() {
+	for ; in.parsedUpTo < len(in.pending); in.parsedUpTo++ {
+		if it := in.pending[in.parsedUpTo]; !it.isParsed() {
 			in.parse(it)
-			in.unparsed++
+			in.parsedUpTo++
 			return true
 		}
 	}

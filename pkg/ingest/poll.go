@@ -74,7 +74,7 @@ func (in *Ingestor) loop(ctx, batchCtx context.Context) error {
 // awaitSlot).
 func (in *Ingestor) pollTimeout() (d time.Duration, slot bool) {
 	switch {
-	case in.holding():
+	case in.blocksBatches():
 		return 50 * time.Millisecond, false
 	case in.batchFull():
 		// A full batch waits for a slot.
@@ -161,7 +161,7 @@ func (in *Ingestor) dispatch(ctx context.Context) {
 	// No batch starts while consumption waits for a dependency: its
 	// contract errors would be dead-lettered while the database is
 	// unavailable (contract §1.5), its valid records only retried.
-	for in.inflight < in.cfg.Pipeline && len(in.pending) > 0 && in.batchDue() && !in.held() && !in.holding() {
+	for in.inflight < in.cfg.Pipeline && len(in.pending) > 0 && in.batchDue() && !in.held() && !in.blocksBatches() {
 		// Up to BatchSize records (or the cap: batchcap.go) and
 		// BatchBytes bytes, at least one.
 		n, size := 0, 0
@@ -178,7 +178,7 @@ func (in *Ingestor) dispatch(ctx context.Context) {
 		rest := copy(in.pending, in.pending[n:])
 		clear(in.pending[rest:])
 		in.pending = in.pending[:rest]
-		in.unparsed = max(in.unparsed-n, 0)
+		in.parsedUpTo = max(in.parsedUpTo-n, 0)
 		for _, it := range items {
 			in.pendingBytes -= len(it.rec().Value)
 			in.dispatched[it.rec().Partition]++

@@ -112,7 +112,7 @@ func (in *Ingestor) dropPending(drop func(*item) bool) {
 	}
 	clear(in.pending[len(kept):])
 	in.pending = kept
-	in.unparsed = 0 // parseNext skips the parsed ones
+	in.parsedUpTo = 0 // parseNext skips the parsed ones
 }
 
 func (in *Ingestor) ownedEpoch(p int32) (uint64, bool) {
