@@ -11,7 +11,7 @@ import (
 // pause or resume is logged and tried again on the next pass.
 func (in *Ingestor) flowControl(ctx context.Context) {
 	outage := in.outage()
-	full := in.overfull()
+	hold := in.mustPause()
 	// Both measures must be down to half (records: at least a batch's
 	// worth): by count alone, a backlog over PauseBytes in large records
 	// was resumed on the pass after its pause, and grew past it.
@@ -21,7 +21,7 @@ func (in *Ingestor) flowControl(ctx context.Context) {
 	var toPause, toResume []int32
 	for p := range in.owned {
 		switch {
-		case (outage || full) && !in.paused[p]:
+		case hold && !in.paused[p]:
 			toPause = append(toPause, p)
 		case !outage && low && in.paused[p]:
 			toResume = append(toResume, p)
@@ -29,14 +29,7 @@ func (in *Ingestor) flowControl(ctx context.Context) {
 	}
 	in.ownedMu.RUnlock()
 	if len(toPause) > 0 {
-		if err := in.consumer.Pause(toPause); err != nil {
-			in.logger.WarnContext(ctx, "pause failed", "partitions", toPause, "err", err)
-		} else {
-			for _, p := range toPause {
-				in.paused[p] = true
-			}
-			in.logger.DebugContext(ctx, "paused partitions", "partitions", toPause, "outage", outage)
-		}
+		in.pause(ctx, toPause)
 	}
 	if len(toResume) > 0 {
 		if err := in.consumer.Resume(toResume); err != nil {
@@ -48,6 +41,23 @@ func (in *Ingestor) flowControl(ctx context.Context) {
 			in.logger.DebugContext(ctx, "resumed partitions", "partitions", toResume)
 		}
 	}
+}
+
+// mustPause reports whether consumption is held back: a dependency is
+// down, or too much waits for a batch slot.
+func (in *Ingestor) mustPause() bool { return in.outage() || in.overfull() }
+
+// pause pauses parts; a failure is logged, and flowControl tries again on
+// its next pass.
+func (in *Ingestor) pause(ctx context.Context, parts []int32) {
+	if err := in.consumer.Pause(parts); err != nil {
+		in.logger.WarnContext(ctx, "pause failed", "partitions", parts, "err", err)
+		return
+	}
+	for _, p := range parts {
+		in.paused[p] = true
+	}
+	in.logger.DebugContext(ctx, "paused partitions", "partitions", parts, "outage", in.outage())
 }
 
 // outage reports whether a dependency is down (consumption pauses).

@@ -22,14 +22,8 @@ func (in *Ingestor) onAssigned(parts []int32) {
 	// while paused would come back paused for good. Pause it again while
 	// consumption is held back (flowControl resumes it), resume it
 	// otherwise (harmless when it was not paused).
-	if hold := in.outage() || in.overfull(); hold {
-		if err := in.consumer.Pause(parts); err != nil {
-			in.logger.WarnContext(ctx, "pause failed", "partitions", parts, "err", err) // flowControl tries again
-		} else {
-			for _, p := range parts {
-				in.paused[p] = true
-			}
-		}
+	if in.mustPause() {
+		in.pause(ctx, parts)
 	} else if err := in.consumer.Resume(parts); err != nil {
 		in.logger.WarnContext(ctx, "resume failed", "partitions", parts, "err", err)
 		for _, p := range parts {
