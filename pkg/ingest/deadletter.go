@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -131,4 +132,20 @@ func recordAttrs(it *item) []any {
 		}
 	}
 	return attrs
+}
+
+// dlqSymptom is the DLQ's /readyz reason: the topic, named, when the
+// brokers answer without it (a *record.TopicError), else "unavailable".
+func dlqSymptom(err error) string {
+	var topicErr *record.TopicError
+	if errors.As(err, &topicErr) {
+		return topicErr.Error()
+	}
+	return "unavailable"
+}
+
+// probeDLQ asks the DLQ's brokers for the topic's metadata, within ctx's
+// deadline (the health's patience).
+func (in *Ingestor) probeDLQ(ctx context.Context) error {
+	return in.deadLetters.Probe(ctx, in.cfg.DLQTopic, probeWaitMax)
 }

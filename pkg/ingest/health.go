@@ -11,7 +11,6 @@ import (
 
 	"github.com/pcp/route-processing/pkg/backoff"
 	"github.com/pcp/route-processing/pkg/obs"
-	"github.com/pcp/route-processing/pkg/record"
 	"github.com/pcp/route-processing/pkg/store"
 )
 
@@ -171,32 +170,6 @@ const (
 	idleProbeEvery = time.Second
 )
 
-// wakeup lets a successful probe end the backoff sleeps of the retries
-// waiting for a dependency.
-type wakeup struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-// wait returns a channel closed by the next broadcast.
-func (w *wakeup) wait() <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.ch == nil {
-		w.ch = make(chan struct{})
-	}
-	return w.ch
-}
-
-func (w *wakeup) broadcast() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.ch != nil {
-		close(w.ch)
-		w.ch = nil
-	}
-}
-
 // sleep waits d, or less when a probe succeeds meanwhile; false when ctx
 // ended.
 func (h *health) sleep(ctx context.Context, d time.Duration) bool {
@@ -210,83 +183,6 @@ func (h *health) sleep(ctx context.Context, d time.Duration) bool {
 	case <-woken:
 	}
 	return true
-}
-
-// callWatch knows the outstanding calls to a dependency: since when the
-// oldest runs, and how to cancel those that began before a point in time.
-type callWatch struct {
-	mu   sync.Mutex
-	next uint64
-	open map[uint64]call
-	// failedAt is when a call last ended with an error (unix nanos).
-	failedAt atomic.Int64
-}
-
-// failed records that a call ended with an error.
-func (w *callWatch) failed() { w.failedAt.Store(time.Now().UnixNano()) }
-
-// failedSince reports whether a call ended with an error after t.
-func (w *callWatch) failedSince(t time.Time) bool { return w.failedAt.Load() > t.UnixNano() }
-
-type call struct {
-	start  time.Time
-	cancel context.CancelFunc // nil: not to be cut short
-	cut    bool               // cancelBefore cancelled it
-}
-
-// start registers a call and the function that cancels it (nil: never
-// cancelled); the caller passes the id to end.
-func (w *callWatch) start(cancel context.CancelFunc) uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.open == nil {
-		w.open = map[uint64]call{}
-	}
-	w.next++
-	w.open[w.next] = call{start: time.Now(), cancel: cancel}
-	return w.next
-}
-
-// end unregisters a call and reports whether cancelBefore cut it short.
-func (w *callWatch) end(id uint64) (cut bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	cut = w.open[id].cut
-	delete(w.open, id)
-	return cut
-}
-
-// oldest is the age of the oldest outstanding call (0: none).
-func (w *callWatch) oldest() time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var first time.Time
-	for _, c := range w.open {
-		if first.IsZero() || c.start.Before(first) {
-			first = c.start
-		}
-	}
-	if first.IsZero() {
-		return 0
-	}
-	return time.Since(first)
-}
-
-// cancelBefore cancels the cancellable calls that began before t and
-// reports how many.
-func (w *callWatch) cancelBefore(t time.Time) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := 0
-	for id, c := range w.open {
-		if c.cancel != nil && !c.cut && c.start.Before(t) {
-			c.cancel()
-			c.cut = true
-			w.open[id] = c
-			n++
-		}
-	}
-	return n
 }
 
 // watch keeps h current with probe until ctx ends: every probeTick while h
@@ -363,69 +259,4 @@ func (in *Ingestor) watch(ctx context.Context, h *health, probe, idleProbe func(
 func (h *health) probeUp(ctx context.Context, probe func(context.Context) error) error {
 	h.patience.Forgive()
 	return h.patience.Run(ctx, probe)
-}
-
-// pings reports whether the database answers a ping within the wait of
-// its probes.
-func (in *Ingestor) pings(ctx context.Context) bool {
-	return in.dbHealth.patience.Run(ctx, in.store.Ping) == nil
-}
-
-// probeDB is the database's probe: it answers, and no write of ours is
-// stuck behind a lock nobody is working to release, in one round trip
-// (store's Stuck: its answer is the proof that the database answers), so
-// that a slow link is not taken for a hung one sooner than it must. The
-// lock half is what makes a blocked write an outage (see slow): it runs
-// only while a call is stalled or the database is down, so it costs
-// nothing in the steady state. Until the database first answers it checks
-// the schema instead: on a database never migrated every write failed with
-// "relation does not exist", retried as an outage forever, with nothing
-// saying to run `ingestor migrate`.
-func (in *Ingestor) probeDB(ctx context.Context) error {
-	if !in.dbHealth.reached.Load() {
-		// Nothing of ours runs yet that could be stuck: one round trip,
-		// as after the first answer.
-		return in.store.CheckSchema(ctx)
-	}
-	return in.store.Stuck(ctx)
-}
-
-// slow reports whether err is a call that ran out of its bound
-// (INGEST_DB_TIMEOUT, or a statement_timeout the operator set for the
-// role or the server) while the database still answers: it is slow (a
-// loaded machine, a large batch), not down, so the write is retried (in
-// halves if it keeps failing) without pausing consumption or turning
-// /readyz red. A write that is stuck rather than slow is reported by the
-// watch's probe (probeDB) within a second or so, before its own bound runs
-// out; one that a shorter statement_timeout cuts first, by writeSlow, as a
-// lone record that keeps timing out.
-//
-// The ping gets one statement's bound (WriteTimeout, at least
-// probeTimeout; a call carrying statements and commit had twice it): it may
-// wait for a connection while the other batch in flight and the probe hold
-// the pool's, and a database that answers a ping within a statement's
-// bound is not down.
-func (in *Ingestor) slow(ctx context.Context, err error) bool {
-	if !store.TimedOut(err) || ctx.Err() != nil {
-		return false
-	}
-	pctx, cancel := context.WithTimeout(ctx, max(probeTimeout, in.cfg.WriteTimeout))
-	defer cancel()
-	return in.store.Ping(pctx) == nil
-}
-
-// dlqSymptom is the DLQ's /readyz reason: the topic, named, when the
-// brokers answer without it (a *record.TopicError), else "unavailable".
-func dlqSymptom(err error) string {
-	var topicErr *record.TopicError
-	if errors.As(err, &topicErr) {
-		return topicErr.Error()
-	}
-	return "unavailable"
-}
-
-// probeDLQ asks the DLQ's brokers for the topic's metadata, within ctx's
-// deadline (the health's patience).
-func (in *Ingestor) probeDLQ(ctx context.Context) error {
-	return in.deadLetters.Probe(ctx, in.cfg.DLQTopic, probeWaitMax)
 }
