@@ -2,7 +2,7 @@ package store
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"time"
 
 	"github.com/pcp/route-processing/pkg/backoff"
@@ -14,7 +14,8 @@ import (
 // and all of 1 ms, doubling up to conflictMaxPause; at most 31 ms
 // over the five). The relay's callers run again at read committed, where a
 // serialization failure cannot recur; a deadlock can, rarely (Requeue runs
-// at the server's default isolation; a deadlock is what it meets).
+// at the server's default isolation: a deadlock, or under a serializable
+// default a serialization failure, is what it meets).
 const conflictRetries = 5
 
 // conflictMaxPause bounds one pause between runs.
@@ -32,8 +33,11 @@ func retryConflicts(ctx context.Context, fn func() error) error {
 			return err
 		}
 		if !backoff.Sleep(ctx, pauses.Next()) {
-			// Canceled, not a conflict, for the caller's Classify.
-			return errors.Join(err, ctx.Err())
+			// ctx's error for the caller's Classify and TimedOut: a
+			// deadline that passed is a timeout and a cancel a stop,
+			// not a conflict to run again. %v, not %w: wrapped, the
+			// server's 40001 would make it KindConflict.
+			return fmt.Errorf("%w (after a conflict: %v)", ctx.Err(), err)
 		}
 	}
 }

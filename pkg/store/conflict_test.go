@@ -148,3 +148,31 @@ func TestWritesUnderSerializableDefault(t *testing.T) {
 		require.Equal(t, "update", got, name)
 	}
 }
+
+// A conflict whose rerun the caller's deadline or cancel stops is reported
+// as that deadline (a timeout: KindUnavailable, TimedOut) or that stop
+// (KindCanceled), not as a conflict to run again: joined with the server's
+// 40001, a passed deadline classified as KindConflict, and the ingestor
+// retried a write that had run out of its bound as a lost race.
+func TestConflictStoppedByTheCallersContext(t *testing.T) {
+	t.Parallel()
+	conflict := func() error { return fmt.Errorf("write: %w", &pgconn.PgError{Code: "40001", Message: "could not serialize access"}) }
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Millisecond)
+	defer cancel()
+	err := store.RetryConflicts(ctx, conflict)
+	require.Equal(t, store.KindUnavailable, store.Classify(err), "%v", err)
+	require.True(t, store.TimedOut(err), "%v", err)
+	require.Contains(t, err.Error(), "40001", "the conflict is still named")
+
+	ctx, cancel = context.WithCancel(context.Background())
+	calls := 0
+	err = store.RetryConflicts(ctx, func() error {
+		if calls++; calls == 2 {
+			cancel()
+		}
+		return conflict()
+	})
+	require.Equal(t, store.KindCanceled, store.Classify(err), "%v", err)
+	require.False(t, store.TimedOut(err), "%v", err)
+}

@@ -18,8 +18,9 @@ const (
 	// (unreachable, shutting down, out of connections, read-only). Retry
 	// the same work later; never dead-letter because of it.
 	KindUnavailable
-	// KindRecord: the database refused this data (a data exception or a
-	// constraint violation). Retrying the same rows will fail the same way.
+	// KindRecord: the database refused this data (a data exception, a
+	// constraint violation, or a program limit such as a value too large to
+	// index). Retrying the same rows will fail the same way.
 	KindRecord
 	// KindCanceled: the caller cancelled its context (a deadline that
 	// passed is KindUnavailable: the call took too long).

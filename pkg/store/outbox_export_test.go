@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"maps"
 	"slices"
 
@@ -24,3 +25,6 @@ func RememberedClaims(o *Outbox) []uuid.UUID {
 	defer o.orphans.mu.Unlock()
 	return slices.Collect(maps.Keys(o.orphans.claims))
 }
+
+// RetryConflicts is retryConflicts, for its test with a conflict on cue.
+func RetryConflicts(ctx context.Context, fn func() error) error { return retryConflicts(ctx, fn) }
