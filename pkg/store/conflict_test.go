@@ -156,7 +156,9 @@ func TestWritesUnderSerializableDefault(t *testing.T) {
 // retried a write that had run out of its bound as a lost race.
 func TestConflictStoppedByTheCallersContext(t *testing.T) {
 	t.Parallel()
-	conflict := func() error { return fmt.Errorf("write: %w", &pgconn.PgError{Code: "40001", Message: "could not serialize access"}) }
+	conflict := func() error {
+		return fmt.Errorf("write: %w", &pgconn.PgError{Code: "40001", Message: "could not serialize access"})
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Millisecond)
 	defer cancel()
