@@ -140,6 +140,8 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"stats every millisecond", env("OUTBOX_STATS_INTERVAL=1ms"), true, "OUTBOX_STATS_INTERVAL"},
 		{"stats never", env("OUTBOX_STATS_INTERVAL=0"), true, "OUTBOX_STATS_INTERVAL"},
 		{"poll every microsecond", env("OUTBOX_POLL_INTERVAL=1us"), true, "OUTBOX_POLL_INTERVAL"},
+		{"reindex check every millisecond", env("OUTBOX_REINDEX_INTERVAL=1ms"), true, "OUTBOX_REINDEX_INTERVAL"},
+		{"claim watermark rescanned every millisecond", env("OUTBOX_CLAIM_FULL_SCAN_INTERVAL=1ms"), true, "OUTBOX_CLAIM_FULL_SCAN_INTERVAL"},
 		{"database bound of a nanosecond", env("OUTBOX_DB_TIMEOUT=1ns"), true, "OUTBOX_DB_TIMEOUT"},
 	}
 	for _, tc := range cases {

@@ -266,6 +266,17 @@ func (c Config) Validate() error {
 			return fail(d.field, "(%s) is below %s", d.v, d.min)
 		}
 	}
+	// The same for the periods that may be off (-1; 0 before the
+	// defaults): OUTBOX_REINDEX_INTERVAL=1ms read the index sizes and the
+	// table's health back to back.
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"ReindexInterval", c.ReindexInterval}, {"ClaimFullScanInterval", c.ClaimFullScanInterval}} {
+		if d.v > 0 && d.v < minPeriod {
+			return fail(d.field, "(%s) is below %s (0: off)", d.v, minPeriod)
+		}
+	}
 	return nil
 }
 
