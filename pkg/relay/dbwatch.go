@@ -16,12 +16,14 @@ import (
 // can fail after the first probe passed, and a claim may run for 20 s. A
 // failed probe also calls cut (if not nil): a claim is cut and claimed again,
 // on a connection that works, while a write runs on, since its rows stay
-// leased to it. It returns the function that ends the watch.
-func (r *Relay) watchWrite(ctx context.Context, op string, cut context.CancelFunc) (stop func()) {
+// leased to it. It returns the function that ends the watch and reports
+// whether a probe got an answer meanwhile (the database answered while the
+// call ran: a call that ran out of its bound was slow, not lost).
+func (r *Relay) watchWrite(ctx context.Context, op string, cut context.CancelFunc) (stop func() (answered bool)) {
 	every := min(r.cfg.DBTimeout/2, time.Second)
 	start := time.Now()
 	var mu sync.Mutex
-	stopped := false
+	stopped, answered := false, false
 	var t *time.Timer
 	probe := func() {
 		err := r.dbPatience.Run(ctx, r.probeDB)
@@ -31,6 +33,7 @@ func (r *Relay) watchWrite(ctx context.Context, op string, cut context.CancelFun
 			return
 		}
 		if err == nil {
+			answered = true
 			t.Reset(every)
 			return
 		}
@@ -43,11 +46,12 @@ func (r *Relay) watchWrite(ctx context.Context, op string, cut context.CancelFun
 	mu.Lock()
 	t = time.AfterFunc(every, probe)
 	mu.Unlock()
-	return func() {
+	return func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		stopped = true
 		t.Stop()
+		return answered
 	}
 }
 

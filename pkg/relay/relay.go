@@ -35,9 +35,9 @@ func (r *Relay) dbCall(ctx context.Context) (context.Context, context.CancelFunc
 // answers again, while watchWrite's probe, on a new connection after the
 // heal, succeeds and would not cut it (TestRelayPostgresBlackhole under
 // CI's load: nothing published for 20 s after the heal). Each claim in a
-// row that runs out that bound while the probes pass (a slow database, not
-// a lost call: those the probe cuts first) doubles it, up to the full
-// bound, so that an outage during a held snapshot does not leave the relay
+// row that runs out that bound while a probe got an answer (a slow
+// database, not a lost call, which is not counted: its probe's verdict and
+// its bound both come DBTimeout in) doubles it, up to the full bound, so that an outage during a held snapshot does not leave the relay
 // cutting every claim until the snapshot ends.
 func (r *Relay) claimCall(ctx context.Context) (context.Context, context.CancelFunc) {
 	full := max(r.cfg.DBTimeout, r.cfg.LockTimeout-r.cfg.PublishTimeout-LeaseMargin)
@@ -101,7 +101,7 @@ type Relay struct {
 	// any other report (setDBReady) takes the state over.
 	dbByControl atomic.Bool
 	// claimsTimedOut counts the claims in a row that ran out their bound
-	// while "postgres" was not ready (claimCall).
+	// while the database answered probes (claimCall).
 	claimsTimedOut atomic.Int32
 	// lastDelivery is when a batch last had a row delivered (unix nanos).
 	lastDelivery atomic.Int64

@@ -98,12 +98,15 @@ func (r *Relay) claim(ctx context.Context) ([]outbox.Row, bool, trace.SpanContex
 	c, cancel := r.claimCall(ctx)
 	defer cancel()
 	stop := r.watchWrite(ctx, "claim", cancel)
-	defer stop()
 	rows, more, err := r.outbox.Claim(c, r.cfg.BatchSize, r.cfg.MaxClaimBytes, r.cfg.LockTimeout)
+	answered := stop()
 	switch {
 	case err == nil:
 		r.claimsTimedOut.Store(0)
-	case errors.Is(c.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+	case answered && errors.Is(c.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+		// Slow, not lost: the database answered a probe meanwhile. A
+		// claim lost in a blackhole ties with the probe that fails it
+		// (both end DBTimeout in) and must not lengthen the next one.
 		r.claimsTimedOut.Add(1)
 	}
 	if err != nil {
