@@ -28,7 +28,9 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 		woke      time.Time // when the last sleep ended by a wake
 		prevClaim = time.Now()
 	)
+	var slept time.Time // when the last sleep began
 	idle := func() {
+		slept = time.Now()
 		polled = !slot.sleep(ctx, r.cfg.PollInterval)
 		if !polled {
 			woke = time.Now()
@@ -66,8 +68,11 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 		}
 		if polled {
 			r.notePoll(ctx, prevClaim, claimed, rows)
-		} else if !woke.IsZero() && len(rows) > 0 {
-			r.m.stage.WithLabelValues(stageNotifyToClaimed).Observe(claimed.Sub(woke).Seconds())
+		} else if n := r.lastNotify.Load(); !woke.IsZero() && len(rows) > 0 && n >= slept.UnixNano() && n <= claimed.UnixNano() {
+			// From the NOTIFY that came while the worker slept: other
+			// wakes (a peer's under a backlog, a resume, Kafka back) are
+			// not this stage.
+			r.m.stage.WithLabelValues(stageNotifyToClaimed).Observe(claimed.Sub(time.Unix(0, n)).Seconds())
 		}
 		polled, woke, prevClaim = false, time.Time{}, claimed
 		if len(rows) == 0 {
