@@ -11,7 +11,8 @@ import (
 	"github.com/pcp/route-processing/pkg/record"
 )
 
-// Config configures a Relay. Zero values take the defaults of contract §5;
+// Config configures a Relay. Zero values take the defaults of contract §5
+// and the README's configuration table;
 // [Config.WithDefaults] is their one home, [Config.Validate] the one home of
 // the rules between fields.
 type Config struct {

@@ -59,8 +59,9 @@
 // cluster: if no broker answers, it gives the leases back, reports "kafka"
 // not ready, stops claiming, and probes with capped backoff until a broker
 // answers. If a broker does answer (a partial outage: one broker down, an
-// election, too few replicas), it postpones the rows with backoff, recording
-// last_error but not counting an attempt
+// election, too few replicas), it postpones the rows, each by the delay of
+// its current attempt count (which a postpone leaves as it is, so the delay
+// does not grow), recording last_error but not counting an attempt
 // (route_passport_outbox_postponed_total).
 //
 // Messages the producer never submitted to the cluster ([record.ErrNotAttempted]:

@@ -36,7 +36,7 @@ func (r *Relay) confirmOutage(ctx context.Context, cause error) error {
 	r.kafkaDown.Store(true)
 	r.m.kafkaOutages.Inc()
 	r.setKafkaReady(fmt.Errorf("no broker answers: %w", err))
-	r.logger.ErrorContext(ctx, "kafka unreachable; claims stopped, leases given back, probing", "err", cause, "probe_err", err)
+	r.logger.ErrorContext(ctx, "kafka unreachable; claims stopped, probing", "err", cause, "probe_err", err)
 	select {
 	case r.outage <- struct{}{}:
 	default: // the prober has one waiting already
@@ -48,7 +48,8 @@ func (r *Relay) confirmOutage(ctx context.Context, cause error) error {
 // has been delivered for as long: without it an idle relay (the ingestor
 // behind the same dead link writes nothing) would stay ready through a
 // Kafka outage until its next batch. One metadata request a second is
-// nothing for a broker; a busy relay sends none.
+// nothing for a broker; a relay whose batches each take under a second
+// sends none.
 const idleProbeEvery = time.Second
 
 // watchKafka probes the cluster at start, and again after every outage a

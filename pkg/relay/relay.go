@@ -118,7 +118,6 @@ type Relay struct {
 	// Wake-up mode (wakeup.go).
 	lastNotify atomic.Int64 // unix nanos of the last NOTIFY
 	connected  atomic.Int64 // unix nanos of the listener's last (re)connect
-	misses     atomic.Int64 // polls in a row that found unannounced rows
 	modeMu     sync.Mutex
 	mode       string
 	relisten   chan struct{} // Relisten
@@ -161,7 +160,8 @@ func New(logger *slog.Logger, outbox Outbox, pub Publisher, cfg Config) (*Relay,
 func (r *Relay) Run(ctx context.Context) error {
 	// Not ready until proven: no claims until a broker has answered (rows
 	// claimed while Kafka is unreachable would only be given back), and
-	// "postgres" turns ready with the first successful claim.
+	// "postgres" turns ready with the first successful claim, or, while
+	// Kafka is down, the first pause-flag read (showDBWhileNoClaims).
 	r.setReady("postgres", "not connected yet")
 	r.dbByControl.Store(true)
 	r.kafkaDown.Store(true)

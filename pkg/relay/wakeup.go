@@ -14,14 +14,6 @@ const (
 	modePoll   = "poll"
 )
 
-// missesForPoll is how many polls, with no notification heard since, must
-// find rows created after the worker's previous claim before the relay
-// says it is polling. One is enough: with a working LISTEN the rows'
-// notification arrives within a millisecond of their commit, long before
-// a claim that sees them has returned, so a miss means notifications do not
-// arrive (a false alarm is corrected by the next notification).
-const missesForPoll = 1
-
 // probeWait is how long the relay waits for its own probe notification
 // after the listener (re)connected. A working LISTEN hears it within
 // milliseconds; a late one is corrected by the next notification.
@@ -124,7 +116,6 @@ func (r *Relay) probeListener(ctx context.Context) {
 // not arrive, says they do again.
 func (r *Relay) Notified() {
 	r.lastNotify.Store(time.Now().UnixNano())
-	r.misses.Store(0)
 	r.setMode(context.Background(), modeNotify)
 	r.wakeOne()
 }
@@ -155,10 +146,12 @@ func (r *Relay) notePoll(ctx context.Context, prevClaim, claimed time.Time, rows
 			break
 		}
 	}
-	if !fresh {
-		return
-	}
-	if r.misses.Add(1) >= missesForPoll {
+	// One such poll is enough: with a working LISTEN the rows'
+	// notification arrives within a millisecond of their commit, long
+	// before a claim that sees them has returned, so a miss means
+	// notifications do not arrive (a false alarm is corrected by the next
+	// notification).
+	if fresh {
 		r.setMode(ctx, modePoll)
 	}
 }
