@@ -19,12 +19,6 @@ import (
 	"github.com/pcp/route-processing/pkg/tracing"
 )
 
-// shutdownGrace bounds how long a batch in flight at SIGTERM may keep
-// publishing; with the mark (≤ 5s) it leaves the rest of the contract's 30 s
-// (package shutdown) to the producer's close, the pool's and the trace
-// flush, even while PostgreSQL hangs.
-const shutdownGrace = 15 * time.Second
-
 // runRelay wires the relay: the HTTP listener, tracing and the producer
 // first (an address or a setting they refuse stops the process before
 // anything is logged), then HTTP serves (so /healthz and /metrics answer
@@ -109,7 +103,7 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	}()
 
 	rc := cfg.Config
-	rc.ShutdownGrace, rc.Registerer, rc.Readiness = shutdownGrace, reg, ready
+	rc.Registerer, rc.Readiness = reg, ready
 	if tp.Enabled {
 		rc.Tracer = tp.Tracer("github.com/pcp/route-processing/pkg/relay")
 	}

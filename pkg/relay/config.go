@@ -107,8 +107,10 @@ type Config struct {
 	// their bloat costs little, and a rebuild reads the whole table.
 	ReindexMinBytes int64
 	// ShutdownGrace bounds how long an in-flight publish may go on after
-	// Run's context ends (default 20s); what is not delivered by then has
-	// its lease given back.
+	// Run's context ends (default 15s); what is not delivered by then has
+	// its lease given back. With the mark (≤ 5 s) the default leaves the
+	// rest of the contract's 30 s (package shutdown) to the producer's
+	// close, the pool's and the trace flush, even while PostgreSQL hangs.
 	ShutdownGrace time.Duration
 
 	// Registerer receives the relay's metrics (nil: none registered).
@@ -189,7 +191,7 @@ func (c Config) WithDefaults() Config {
 	c.RetentionBatch = cmp.Or(c.RetentionBatch, 5000)
 	c.ClaimFullScanInterval = cmp.Or(c.ClaimFullScanInterval, 10*time.Second)
 	c.ClaimWatermarkMargin = cmp.Or(c.ClaimWatermarkMargin, 10*time.Second)
-	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, 20*time.Second)
+	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, 15*time.Second)
 	c.ReindexInterval = cmp.Or(c.ReindexInterval, time.Hour)
 	c.ReindexMinBytes = cmp.Or(c.ReindexMinBytes, DefaultReindexMinBytes)
 	return c
