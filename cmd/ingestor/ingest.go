@@ -83,7 +83,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 		}
 	}()
 	client.Properties = cfg.ProducerProperties()
-	producer, err := kafkax.NewProducer(logger, kafkax.ProducerConfig{ClientConfig: client, DeliveryTimeout: 30 * time.Second})
+	producer, err := kafkax.NewProducer(logger, kafkax.ProducerConfig{ClientConfig: client})
 	if err != nil {
 		return cfg.NameVariables(err, false)
 	}

@@ -81,7 +81,7 @@ func runDLQReplay(ctx context.Context, args, environ []string, stdout, stderr io
 	var producer dlqreplay.Producer
 	if !opts.DryRun {
 		client.Properties = cc.ProducerProperties()
-		p, err := kafkax.NewProducer(logger, kafkax.ProducerConfig{ClientConfig: client, DeliveryTimeout: 30 * time.Second})
+		p, err := kafkax.NewProducer(logger, kafkax.ProducerConfig{ClientConfig: client})
 		if err != nil {
 			return cc.NameVariables(err, false)
 		}
