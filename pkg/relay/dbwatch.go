@@ -37,8 +37,7 @@ func (r *Relay) watchWrite(ctx context.Context, op string, cut context.CancelFun
 			t.Reset(every)
 			return
 		}
-		r.dbUp.Store(false) // the next successful claim reports ready again
-		r.setDBReady(fmt.Sprintf("%s outstanding for %s", op, time.Since(start).Round(time.Millisecond)), err)
+		r.dbFailed(fmt.Sprintf("%s outstanding for %s", op, time.Since(start).Round(time.Millisecond)), err)
 		if cut != nil {
 			cut()
 		}

@@ -51,8 +51,7 @@ func (r *Relay) showDBWhileNoClaims(ctx context.Context, err error) {
 		return
 	}
 	if err != nil {
-		r.dbUp.Store(false) // the next successful claim reports ready again
-		r.setDBReady("read the pause flag", err)
+		r.dbFailed("read the pause flag", err)
 		r.dbByControl.Store(true)
 		return
 	}

@@ -25,6 +25,14 @@ func (r *Relay) setDBReady(during string, err error) {
 	r.setReady("postgres", reason)
 }
 
+// dbFailed reports a failed database call (err, during as for setDBReady):
+// "postgres" not ready until the next successful claim reports it ready
+// again (dbUp).
+func (r *Relay) dbFailed(during string, err error) {
+	r.dbUp.Store(false)
+	r.setDBReady(during, err)
+}
+
 // setKafkaReady records whether a broker answers (err nil) for readiness.
 // While the relays are paused it shows ready whatever the cluster does: a
 // paused relay publishes nothing, so an unreachable cluster does not make

@@ -183,8 +183,7 @@ func (r *Relay) retryDB(ctx context.Context, deadline time.Time, op string, fn f
 			r.logger.ErrorContext(ctx, "giving up; the leases will expire and the rows be claimed again", "op", op, "err", err, "retries", retries)
 			return
 		}
-		r.dbUp.Store(false) // the next successful claim reports ready again
-		r.setDBReady("", err)
+		r.dbFailed("", err)
 		if retries == 0 {
 			r.logger.WarnContext(ctx, "database write failed; retrying until it succeeds or the lease ends", "op", op, "err", err, "lease_ends_in", time.Until(deadline).Round(time.Millisecond))
 		} else {

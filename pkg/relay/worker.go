@@ -51,8 +51,7 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 			if !r.dbDown.Swap(true) {
 				log.ErrorContext(ctx, "cannot claim outbox rows; retrying", "err", err, "retry_in", wait)
 			}
-			r.dbUp.Store(false)
-			r.setDBReady("", err)
+			r.dbFailed("", err)
 			backoff.Sleep(ctx, wait)
 			continue
 		}
@@ -79,8 +78,9 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 			idle()
 			continue
 		}
-		if more || len(rows) >= r.cfg.BatchSize {
-			r.wakeOne() // a backlog: another worker may help
+		backlog := more || len(rows) >= r.cfg.BatchSize
+		if backlog {
+			r.wakeOne() // another worker may help
 		}
 		r.m.claimedRows.Observe(float64(len(rows)))
 		created := r.m.stage.WithLabelValues(stageCreatedToClaimed)
@@ -88,7 +88,7 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 			created.Observe(rows[i].AgeAtClaim.Seconds())
 		}
 		r.process(ctx, rows, claimed, claimSpan)
-		if len(rows) < r.cfg.BatchSize && !more {
+		if !backlog {
 			idle()
 		}
 	}
