@@ -15,54 +15,6 @@ import (
 	"github.com/pcp/route-processing/pkg/backoff"
 )
 
-// dbCall returns ctx bounded by Config.DBTimeout, for one database call.
-func (r *Relay) dbCall(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, r.cfg.DBTimeout)
-}
-
-// claimCall returns ctx bounded for one claim: as long as the lease leaves
-// room for (LockTimeout − PublishTimeout − LeaseMargin: the rows' lease
-// starts with the claim's transaction, and the publish and marks still need
-// theirs), and at least DBTimeout. A claim that walks the dead index
-// entries of a held snapshot can take seconds (the soak at 500 passports/s:
-// claims past 3 s at the end of a 5-minute hold); cutting it at DBTimeout
-// threw its work away, turned /readyz red and backed off, so the relay
-// published nothing until the hold ended. A hung link or a claim stuck
-// behind a lock still shows in /readyz within seconds (watchWrite).
-//
-// While "postgres" is not ready the claim is the relay's probe, bounded by
-// DBTimeout: one sent into a blackhole may sit on a connection that never
-// answers again, while watchWrite's probe, on a new connection after the
-// heal, succeeds and would not cut it (TestRelayPostgresBlackhole under
-// CI's load: nothing published for 20 s after the heal). Each claim in a
-// row that runs out that bound while a probe got an answer (a slow
-// database, not a lost call, which is not counted: its probe's verdict and
-// its bound both come DBTimeout in) doubles it, up to the full bound, so that an outage during a held snapshot does not leave the relay
-// cutting every claim until the snapshot ends.
-func (r *Relay) claimCall(ctx context.Context) (context.Context, context.CancelFunc) {
-	full := max(r.cfg.DBTimeout, r.cfg.LockTimeout-r.cfg.PublishTimeout-LeaseMargin)
-	if !r.dbUp.Load() {
-		return context.WithTimeout(ctx, min(full, r.cfg.DBTimeout<<min(r.claimsTimedOut.Load(), 8)))
-	}
-	return context.WithTimeout(ctx, full)
-}
-
-// writeCall returns ctx bounded by the lease's end (and at least
-// Config.DBTimeout), for one mark, retry, postpone or release. Those write
-// hundreds of rows and wait for their commit, which under load queues
-// behind other writers: in the soak at 1,500 passports/s 500-row marks
-// passed 9 s, and cancelling one throws its work away only to redo it on a
-// database that was merely busy. Past the lease the rows are the next
-// claimer's anyway. A hung link still shows in /readyz within seconds:
-// watchWrite probes while a write is outstanding.
-func (r *Relay) writeCall(ctx context.Context, leaseEnd time.Time) (context.Context, context.CancelFunc) {
-	end := time.Now().Add(r.cfg.DBTimeout)
-	if leaseEnd.After(end) {
-		end = leaseEnd
-	}
-	return context.WithDeadline(ctx, end)
-}
-
 // Relay moves outbox rows to Kafka. Build it with New, run it with Run,
 // call Notified on every outbox notification and Connected after each
 // (re)connect of the listener.
