@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pcp/route-processing/pkg/backoff"
 	"github.com/pcp/route-processing/pkg/record"
 )
 
@@ -281,6 +282,14 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// dbRetryBackoff is the backoff between database retries (claims while
+// PostgreSQL cannot be reached, and marks): from 100 ms, or ProbeMaxBackoff
+// when that is lower (backoff.New would raise the cap to the start
+// instead), up to ProbeMaxBackoff.
+func (c Config) dbRetryBackoff() *backoff.Backoff {
+	return backoff.New(min(100*time.Millisecond, c.ProbeMaxBackoff), c.ProbeMaxBackoff)
 }
 
 // minPeriod is the shortest polling period or database bound Validate

@@ -165,7 +165,7 @@ func (r *Relay) postpone(ctx context.Context, deadline time.Time, b *batch) {
 // It logs the first failure and the outcome, not every retry: during an
 // outage a retry comes every ProbeMaxBackoff until the lease ends.
 func (r *Relay) retryDB(ctx context.Context, deadline time.Time, op string, fn func(context.Context) error) {
-	bo := backoff.New(100*time.Millisecond, r.cfg.ProbeMaxBackoff)
+	bo := r.cfg.dbRetryBackoff()
 	for retries := 0; ; retries++ {
 		c, cancel := r.writeCall(ctx, deadline)
 		stop := r.watchWrite(ctx, op, nil)

@@ -22,7 +22,7 @@ import (
 // ProbeMaxBackoff.
 func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 	log := r.logger.With("worker", id)
-	dbWait := backoff.New(100*time.Millisecond, r.cfg.ProbeMaxBackoff)
+	dbWait := r.cfg.dbRetryBackoff()
 	var (
 		polled    bool      // the last sleep ended by the poll timer
 		woke      time.Time // when the last sleep ended by a wake
