@@ -20,11 +20,11 @@ func (r *Relay) dbCall(ctx context.Context) (context.Context, context.CancelFunc
 // claims past 3 s at the end of a 5-minute hold); cutting it at DBTimeout
 // threw its work away, turned /readyz red and backed off, so the relay
 // published nothing until the hold ended. A hung link or a claim stuck
-// behind a lock still shows in /readyz within seconds (watchWrite).
+// behind a lock still shows in /readyz within seconds (watchCall).
 //
 // While "postgres" is not ready the claim is the relay's probe, bounded by
 // DBTimeout: one sent into a blackhole may sit on a connection that never
-// answers again, while watchWrite's probe, on a new connection after the
+// answers again, while watchCall's probe, on a new connection after the
 // heal, succeeds and would not cut it (TestRelayPostgresBlackhole under
 // CI's load: nothing published for 20 s after the heal). Each claim in a
 // row that runs out that bound while a probe got an answer (a slow
@@ -33,7 +33,7 @@ func (r *Relay) dbCall(ctx context.Context) (context.Context, context.CancelFunc
 // cutting every claim until the snapshot ends.
 func (r *Relay) claimCall(ctx context.Context) (context.Context, context.CancelFunc) {
 	full := max(r.cfg.DBTimeout, r.cfg.LockTimeout-r.cfg.PublishTimeout-LeaseMargin)
-	if !r.dbUp.Load() {
+	if !r.claimsHealthy.Load() {
 		return context.WithTimeout(ctx, min(full, r.cfg.DBTimeout<<min(r.claimsTimedOut.Load(), 8)))
 	}
 	return context.WithTimeout(ctx, full)
@@ -46,7 +46,7 @@ func (r *Relay) claimCall(ctx context.Context) (context.Context, context.CancelF
 // passed 9 s, and cancelling one throws its work away only to redo it on a
 // database that was merely busy. Past the lease the rows are the next
 // claimer's anyway. A hung link still shows in /readyz within seconds:
-// watchWrite probes while a write is outstanding.
+// watchCall probes while a write is outstanding.
 func (r *Relay) writeCall(ctx context.Context, leaseEnd time.Time) (context.Context, context.CancelFunc) {
 	end := time.Now().Add(r.cfg.DBTimeout)
 	if leaseEnd.After(end) {
@@ -55,7 +55,7 @@ func (r *Relay) writeCall(ctx context.Context, leaseEnd time.Time) (context.Cont
 	return context.WithDeadline(ctx, end)
 }
 
-// watchWrite probes the database every half of DBTimeout, but at least once a
+// watchCall probes the database every half of DBTimeout, but at least once a
 // second, while a call is running: a claim or a write may legitimately run
 // long behind a backlog or a held snapshot (claimCall, writeCall), but a hung
 // link or a call stuck behind someone's lock must show in /readyz within
@@ -67,7 +67,7 @@ func (r *Relay) writeCall(ctx context.Context, leaseEnd time.Time) (context.Cont
 // leased to it. It returns the function that ends the watch and reports
 // whether a probe got an answer meanwhile (the database answered while the
 // call ran: a call that ran out of its bound was slow, not lost).
-func (r *Relay) watchWrite(ctx context.Context, op string, cut context.CancelFunc) (stop func() (answered bool)) {
+func (r *Relay) watchCall(ctx context.Context, op string, cut context.CancelFunc) (stop func() (answered bool)) {
 	every := min(r.cfg.DBTimeout/2, time.Second)
 	start := time.Now()
 	var mu sync.Mutex
@@ -102,7 +102,7 @@ func (r *Relay) watchWrite(ctx context.Context, op string, cut context.CancelFun
 	}
 }
 
-// A database probe of a running call (watchWrite, r.dbPatience) waits
+// A database probe of a running call (watchCall, r.dbPatience) waits
 // DBTimeout, at most dbProbeWait, while answers come fast: a hung link
 // shows within 3 s of the call's start with the defaults (1 s before the
 // probe, 2 s for it). It is one query and the pool's ping of a connection
@@ -119,7 +119,7 @@ const (
 	dbProbeWaitMax = 5 * time.Second
 )
 
-// probeDB is watchWrite's probe: the database answers, and no call of the
+// probeDB is watchCall's probe: the database answers, and no call of the
 // relay is stuck behind a lock, in one round trip (store's Stuck: its
 // answer is the proof that the database answers), so that a link slow by
 // a second is not taken for a hung one.

@@ -91,7 +91,7 @@
 // (3s), claims by what the lease leaves room for (claimCall: 20s with the
 // defaults), marks and the other writes by their rows' lease (writeCall). A
 // claim or write outstanding for DBTimeout/2 (at most a second) is probed,
-// and again as often while it runs (watchWrite): a database that does not
+// and again as often while it runs (watchCall): a database that does not
 // answer, or a call stuck behind someone's table lock or idle transaction,
 // turns "postgres" not ready within seconds, while a call that is merely slow
 // (a held snapshot, a loaded machine) runs on. While PostgreSQL cannot be

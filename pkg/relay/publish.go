@@ -55,8 +55,8 @@ type batch struct {
 	postponed []int
 }
 
-// sort files row i under its outcome.
-func (b *batch) sort(r *Relay, i int, err error, ctxDone bool) {
+// file files row i under its outcome.
+func (b *batch) file(r *Relay, i int, err error, ctxDone bool) {
 	b.errs[i] = err
 	switch classify(err, ctxDone) {
 	case delivered:
@@ -123,7 +123,7 @@ func (r *Relay) publish(ctx context.Context, b *batch, claimSpan trace.SpanConte
 	close(done)
 	ctxDone := ctx.Err() != nil
 	for j, i := range send {
-		b.sort(r, i, errs[j], ctxDone)
+		b.file(r, i, errs[j], ctxDone)
 	}
 }
 
@@ -170,7 +170,7 @@ func (r *Relay) isolate(ctx, pubCtx context.Context, b *batch) {
 			continue
 		}
 		err := r.pub.ProduceBatch(pubCtx, []record.Record{b.recs[i]})[0]
-		b.sort(r, i, err, pubCtx.Err() != nil)
+		b.file(r, i, err, pubCtx.Err() != nil)
 	}
 }
 

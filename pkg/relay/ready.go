@@ -27,9 +27,9 @@ func (r *Relay) setDBReady(during string, err error) {
 
 // dbFailed reports a failed database call (err, during as for setDBReady):
 // "postgres" not ready until the next successful claim reports it ready
-// again (dbUp).
+// again (claimsHealthy).
 func (r *Relay) dbFailed(during string, err error) {
-	r.dbUp.Store(false)
+	r.claimsHealthy.Store(false)
 	r.setDBReady(during, err)
 }
 

@@ -26,7 +26,7 @@ func (p *pausedOutbox) Control(context.Context) (outbox.Control, error) {
 // While Kafka is down the pause-flag read reports the database, but never
 // over a failure another call reported: a paused relay whose release keeps
 // failing (a read-only database answers reads) stays not ready instead of
-// alternating with each read. And a failed read clears dbUp, so that the
+// alternating with each read. And a failed read clears claimsHealthy, so that the
 // first successful claim once both are back reports ready again (it stayed
 // not ready for good after a partition healed both at once).
 func TestPauseFlagReadReportsTheDatabaseWithoutOverriding(t *testing.T) {
@@ -53,7 +53,7 @@ func TestPauseFlagReadReportsTheDatabaseWithoutOverriding(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 
-	r.dbUp.Store(true)
+	r.claimsHealthy.Store(true)
 	r.showDBWhileNoClaims(context.Background(), errors.New("connection refused"))
-	require.False(t, r.dbUp.Load(), "a failed read leaves the next successful claim to report ready")
+	require.False(t, r.claimsHealthy.Load(), "a failed read leaves the next successful claim to report ready")
 }

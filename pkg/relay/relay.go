@@ -41,13 +41,13 @@ type Relay struct {
 	paused atomic.Bool
 	// kafkaErr is the cluster's state for readiness (nil: a broker
 	// answers), shown unless paused (setKafkaReady).
-	kafkaMu   sync.Mutex
-	kafkaErr  error
-	kafkaDown atomic.Bool
-	probing   sync.Mutex    // one outage confirmation at a time
-	outage    chan struct{} // a confirmed outage, for the prober (outage.go)
-	dbDown    atomic.Bool   // an outage was logged
-	dbUp      atomic.Bool   // "postgres" is reported ready
+	kafkaMu        sync.Mutex
+	kafkaErr       error
+	kafkaDown      atomic.Bool
+	probing        sync.Mutex    // one outage confirmation at a time
+	outage         chan struct{} // a confirmed outage, for the prober (outage.go)
+	dbOutageLogged atomic.Bool   // a failed claim was logged; the next good one logs the recovery
+	claimsHealthy  atomic.Bool   // no database failure since the last good claim, which reported "postgres" ready
 	// dbByControl: the "postgres" state shown is the pause-flag read's or
 	// the initial one, which that read may replace (showDBWhileNoClaims);
 	// any other report (setDBReady) takes the state over.
@@ -61,7 +61,7 @@ type Relay struct {
 	// may not read (horizon.go).
 	undated undatedHolders
 	// patience is how long a probe of the cluster waits for its answer,
-	// dbPatience the same for the database (watchWrite).
+	// dbPatience the same for the database (watchCall).
 	patience, dbPatience *backoff.Patience
 
 	rngMu sync.Mutex

@@ -168,7 +168,7 @@ func (r *Relay) retryDB(ctx context.Context, deadline time.Time, op string, fn f
 	bo := r.cfg.dbRetryBackoff()
 	for retries := 0; ; retries++ {
 		c, cancel := r.writeCall(ctx, deadline)
-		stop := r.watchWrite(ctx, op, nil)
+		stop := r.watchCall(ctx, op, nil)
 		err := fn(c)
 		stop()
 		cancel()

@@ -48,7 +48,7 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 				return
 			}
 			wait := dbWait.Next()
-			if !r.dbDown.Swap(true) {
+			if !r.dbOutageLogged.Swap(true) {
 				log.ErrorContext(ctx, "cannot claim outbox rows; retrying", "err", err, "retry_in", wait)
 			}
 			r.dbFailed("", err)
@@ -58,9 +58,9 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 		claimed := time.Now()
 		dbWait.Reset()
 		r.dbPatience.Worked(claimed.Sub(claimStart))
-		if !r.dbUp.Load() {
-			r.dbUp.Store(true)
-			if r.dbDown.Swap(false) {
+		if !r.claimsHealthy.Load() {
+			r.claimsHealthy.Store(true)
+			if r.dbOutageLogged.Swap(false) {
 				log.InfoContext(ctx, "database reachable again")
 			}
 			r.setDBReady("", nil)
@@ -94,7 +94,7 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 	}
 }
 
-// claim runs one claim, bounded by claimCall and watched by watchWrite, in
+// claim runs one claim, bounded by claimCall and watched by watchCall, in
 // its own span (a root span: a claim serves many traces; each row's publish
 // span links to it).
 func (r *Relay) claim(ctx context.Context) ([]outbox.Row, bool, trace.SpanContext, error) {
@@ -102,7 +102,7 @@ func (r *Relay) claim(ctx context.Context) ([]outbox.Row, bool, trace.SpanContex
 	defer span.End()
 	c, cancel := r.claimCall(ctx)
 	defer cancel()
-	stop := r.watchWrite(ctx, "claim", cancel)
+	stop := r.watchCall(ctx, "claim", cancel)
 	rows, more, err := r.outbox.Claim(c, r.cfg.BatchSize, r.cfg.MaxClaimBytes, r.cfg.LockTimeout)
 	answered := stop()
 	switch {
