@@ -338,18 +338,7 @@ func (c *Consumer) HighWatermark(partition int32) (int64, bool) {
 // *record.TopicError when not; a request begun runs out its wait, as
 // Producer.Probe's). It is safe to call from any goroutine.
 func (c *Consumer) Probe(ctx context.Context, timeout time.Duration) error {
-	ms, err := metadataWait(ctx, timeout)
-	if err != nil {
-		return err
-	}
-	md, err := c.c.GetMetadata(&c.topic, false, ms)
-	if err != nil {
-		return fmt.Errorf("kafka metadata: %w", err)
-	}
-	if len(md.Brokers) == 0 {
-		return fmt.Errorf("kafka metadata: no brokers: %w", record.ErrUnavailable)
-	}
-	return topicMissing(md, c.topic)
+	return probe(ctx, c.c, c.topic, timeout)
 }
 
 // Close leaves the group (revoking the assignment through the revoked

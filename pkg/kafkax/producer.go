@@ -2,14 +2,11 @@ package kafkax
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-
-	"github.com/pcp/route-processing/pkg/record"
 )
 
 // ProducerConfig configures an idempotent producer.
@@ -249,26 +246,7 @@ func (pr *Producer) Probe(ctx context.Context, topic string, timeout time.Durati
 		return err
 	}
 	defer c.release()
-	p := c.p
-	ms, err := metadataWait(ctx, timeout)
-	if err != nil {
-		return err
-	}
-	var tp *string
-	if topic != "" {
-		tp = &topic
-	}
-	md, err := p.GetMetadata(tp, false, ms)
-	if err != nil {
-		return fmt.Errorf("kafka metadata: %w", err)
-	}
-	if len(md.Brokers) == 0 {
-		return fmt.Errorf("kafka metadata: no brokers: %w", record.ErrUnavailable)
-	}
-	if topic != "" {
-		return topicMissing(md, topic)
-	}
-	return nil
+	return probe(ctx, c.p, topic, timeout)
 }
 
 // Close flushes what is queued (up to timeout), purges what is left (its
