@@ -145,13 +145,10 @@ func (r *Reader) Partitions(ctx context.Context, topic string) ([]int32, error) 
 	if err != nil {
 		return nil, fmt.Errorf("kafka metadata of %s: %w", topic, err)
 	}
-	tm, ok := md.Topics[topic]
-	if !ok {
-		return nil, fmt.Errorf("kafka metadata of %s: topic not returned", topic)
+	if err := topicMissing(md, topic); err != nil {
+		return nil, fmt.Errorf("kafka metadata: %w", err)
 	}
-	if tm.Error.Code() != kafka.ErrNoError {
-		return nil, fmt.Errorf("kafka metadata of %s: %w", topic, tm.Error)
-	}
+	tm := md.Topics[topic]
 	ids := make([]int32, 0, len(tm.Partitions))
 	for _, p := range tm.Partitions {
 		ids = append(ids, p.ID)
