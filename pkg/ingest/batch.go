@@ -13,16 +13,16 @@ import (
 
 // item is one polled record on its way through a batch.
 type item struct {
-	// acc.Source is the polled record; acc.Passport and acc.Events are set
-	// by its batch (process) when it is valid.
+	// acc.Source is the polled record; acc.Passport is set by the parse
+	// when it is valid (parse.go), acc.Events by its batch (process).
 	acc   passport.Accepted
 	epoch uint64 // assignment epoch of the record's partition when polled
 	gen   uint64 // the tracker's gen of the record's offset (tracker.Truncate)
 
-	// passport or cerr: the parse's outcome, set by the poll loop while the
-	// record is pending or by its batch (parse.go).
-	passport *passport.Passport      // the parsed record, when valid
-	cerr     *passport.ContractError // contract error, when invalid
+	// cerr is the parse's outcome for an invalid record (acc.Passport for a
+	// valid one), set by the poll loop while the record is pending or by
+	// its batch (parse.go).
+	cerr *passport.ContractError
 
 	// fetched and parsed: when Poll returned the record and when it was
 	// parsed (the stage histogram's points).
@@ -106,7 +106,7 @@ func (in *Ingestor) process(ctx context.Context, b *batch) {
 			invalid = append(invalid, it)
 			continue
 		}
-		it.acc = passport.AcceptTraced(it.passport, it.acc.Source, in.cfg.Events, recordTraceparent(it))
+		it.acc = passport.AcceptTraced(it.acc.Passport, it.acc.Source, in.cfg.Events, recordTraceparent(it))
 		valid = append(valid, it)
 	}
 	b.routes = make(map[string]struct{}, len(valid))

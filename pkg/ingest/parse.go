@@ -38,10 +38,10 @@ func (in *Ingestor) parseNext() bool {
 	return false
 }
 
-func (it *item) isParsed() bool { return it.passport != nil || it.cerr != nil }
+func (it *item) isParsed() bool { return it.acc.Passport != nil || it.cerr != nil }
 
 // parse parses it unless it is parsed already. Afterwards exactly one of
-// it.passport and it.cerr is set.
+// it.acc.Passport and it.cerr is set.
 func (in *Ingestor) parse(it *item) {
 	if it.isParsed() {
 		return
@@ -55,7 +55,7 @@ func (in *Ingestor) parse(it *item) {
 		it.cerr = ce
 		return
 	}
-	it.passport = p
+	it.acc.Passport = p
 	it.parsed = time.Now()
 	in.metrics.stageParsed.Observe(it.parsed.Sub(it.fetched).Seconds())
 }
