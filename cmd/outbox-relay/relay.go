@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"time"
@@ -111,18 +112,30 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	logStart(log, cfg, tp.Enabled)
+	err = serve(ctx, log, cfg, r, producer, httpErr)
+	log.Info("stopped")
+	return err
+}
+
+// logStart logs the settings the relay runs with. kafka_properties lists
+// the producer's property names (KAFKA_PROPERTY_* and
+// KAFKA_PRODUCER_PROPERTY_*), never their values: they may be secrets.
+func logStart(log *slog.Logger, cfg config.Relay, tracing bool) {
 	retention := any(cfg.Retention)
 	if cfg.Retention < 0 {
 		retention = "off" // OUTBOX_RETENTION=0
 	}
-	// kafka_properties lists the producer's property names (KAFKA_PROPERTY_*
-	// and KAFKA_PRODUCER_PROPERTY_*), never their values: they may be secrets.
 	log.Info("starting", "batch_size", cfg.BatchSize, "poll_interval", cfg.PollInterval,
 		"lock_timeout", cfg.LockTimeout, "publish_timeout", cfg.PublishTimeout, "max_attempts", cfg.MaxAttempts,
 		"kafka_properties", slices.Sorted(maps.Keys(cfg.ProducerProperties())), "db_timeout", cfg.DBTimeout,
 		"retention", retention, "retention_interval", cfg.RetentionInterval, "retention_batch", cfg.RetentionBatch,
-		"direct_listen_url", cfg.ListenURL != cfg.DatabaseURL, "tracing", tp.Enabled)
+		"direct_listen_url", cfg.ListenURL != cfg.DatabaseURL, "tracing", tracing)
+}
 
+// serve runs the relay until ctx ends or its HTTP server dies, with the
+// check of its output topics and the LISTEN connection beside it.
+func serve(ctx context.Context, log *slog.Logger, cfg config.Relay, r *relay.Relay, producer *kafkax.Producer, httpErr <-chan error) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The rows name their topics; these are the ones the contract's events
@@ -156,6 +169,5 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	}
 	cancel()
 	<-listenDone
-	log.Info("stopped")
 	return err
 }
