@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"time"
@@ -135,21 +136,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 
 	closeAfterRun = true
 	runErr := in.Run(ctx)
-	// Close leaves the group; the revocation it triggers commits nothing
-	// new (Run already committed what was finished). A consumer that hit a
-	// fatal error (e.g. a fenced static member) may never finish closing;
-	// exiting anyway loses nothing, and lets Kubernetes restart the pod.
-	closed := make(chan error, 1)
-	go func() { closed <- consumer.Close() }()
-	closeWait := stopClock.Left(consumerCloseTimeout)
-	select {
-	case err := <-closed:
-		if err != nil {
-			logger.Warn("closing the consumer", "err", err)
-		}
-	case <-time.After(closeWait):
-		logger.Error("the consumer did not close in time; exiting without it", "timeout", closeWait)
-	}
+	closeConsumer(logger, consumer, stopClock.Left(consumerCloseTimeout))
 	stopHTTP()
 	if err := <-httpErr; err != nil && runErr == nil {
 		runErr = fmt.Errorf("http: %w", err)
@@ -163,3 +150,21 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 
 // consumerCloseTimeout bounds leaving the group (cut by the stop's clock).
 const consumerCloseTimeout = 5 * time.Second
+
+// closeConsumer closes consumer, waiting at most wait. Close leaves the
+// group; the revocation it triggers commits nothing new (Run already
+// committed what was finished). A consumer that hit a fatal error (e.g. a
+// fenced static member) may never finish closing; exiting anyway loses
+// nothing, and lets Kubernetes restart the pod.
+func closeConsumer(logger *slog.Logger, consumer *kafkax.Consumer, wait time.Duration) {
+	closed := make(chan error, 1)
+	go func() { closed <- consumer.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			logger.Warn("closing the consumer", "err", err)
+		}
+	case <-time.After(wait):
+		logger.Error("the consumer did not close in time; exiting without it", "timeout", wait)
+	}
+}
