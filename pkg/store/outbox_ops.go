@@ -253,8 +253,8 @@ type RequeueResult struct {
 	InFlight int64
 }
 
-// ErrNoRows: a requeue by id or route id matched no row.
-var ErrNoRows = errors.New("no outbox row matches")
+// ErrNoMatch: a requeue by id or route id matched no row.
+var ErrNoMatch = errors.New("no outbox row matches")
 
 // Requeue puts the selected rows back to PENDING with attempts reset, due now
 // and with no lease, and notifies the relays. --failed takes FAILED rows;
@@ -262,7 +262,7 @@ var ErrNoRows = errors.New("no outbox row matches")
 // on purpose is an operator's right), except PENDING rows under a live lease:
 // clearing that lease would let a second relay publish the row while its
 // holder still is. A requeue by ID or RouteID that matches no row at all
-// returns an error wrapping ErrNoRows. A requeue that loses a race (a
+// returns an error wrapping ErrNoMatch. A requeue that loses a race (a
 // deadlock with another requeue or a relay's mark of the same rows) is run
 // again (retryConflicts), as the relay's own statements are: it failed the
 // operator's command with the raw 40P01 in 5 of 35 runs of two requeues
@@ -309,7 +309,7 @@ where `+where+` and not `+inFlight, args...)
 		return RequeueResult{}, fmt.Errorf("requeue: %w", err)
 	}
 	if what != "" && res.Requeued == 0 && res.InFlight == 0 {
-		return res, fmt.Errorf("requeue: %w %s", ErrNoRows, what)
+		return res, fmt.Errorf("requeue: %w %s", ErrNoMatch, what)
 	}
 	return res, nil
 }
