@@ -7,18 +7,11 @@
 package kafkax
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-
-	"github.com/pcp/route-processing/pkg/record"
 )
 
 // ClientConfig is what every client of the service shares.
@@ -164,140 +157,4 @@ func canonicalProperty(name string) string {
 		return canonical
 	}
 	return name
-}
-
-// bridgeLogs forwards librdkafka's log lines into slog through a channel
-// that it puts into the configuration. confluent-kafka-go never closes a
-// channel it was given, so the caller calls the returned stop after the
-// client's Close; until then the forwarding goroutine runs.
-func bridgeLogs(logger *slog.Logger, m kafka.ConfigMap, client string) (stop func()) {
-	ch := make(chan kafka.LogEvent, 256)
-	m["go.logs.channel.enable"] = true
-	m["go.logs.channel"] = ch
-	setupBound := m["socket.connection.setup.timeout.ms"]
-	go func() {
-		var rep repeats
-		for e := range ch {
-			ok, held := rep.allow(messageKey(e.Tag, e.Message), time.Now())
-			if !ok {
-				continue
-			}
-			attrs := []any{"client", client, "tag", e.Tag, "name", e.Name}
-			if held > 0 {
-				attrs = append(attrs, "repeated", held)
-			}
-			if strings.Contains(e.Message, "Connection setup timed out") {
-				// Over a link slower than the bound no connection is ever
-				// made; the line alone does not say what to change.
-				attrs = append(attrs, "hint", fmt.Sprintf("a broker connection must be set up (TCP, TLS, SASL, ApiVersion) within socket.connection.setup.timeout.ms, %v ms here; if the brokers are up and the link is slow, raise it with KAFKA_PROPERTY_SOCKET_CONNECTION_SETUP_TIMEOUT_MS", setupBound))
-			}
-			// syslog levels: 0-3 error, 4 warning, 5-6 info, 7 debug.
-			lvl := slog.LevelDebug
-			switch {
-			case e.Level <= 3:
-				lvl = slog.LevelError
-			case e.Level == 4:
-				lvl = slog.LevelWarn
-			case e.Level <= 6:
-				lvl = slog.LevelInfo
-			}
-			logger.Log(context.Background(), lvl, "librdkafka: "+strings.TrimSpace(e.Message), attrs...)
-		}
-	}()
-	var once sync.Once
-	return func() { once.Do(func() { close(ch) }) }
-}
-
-// toRecord converts a consumed message; topic is used when the message
-// names none. It is the one place that maps librdkafka's timestamp types to
-// the names Kafka's Java client uses.
-func toRecord(topic string, m *kafka.Message) record.Record {
-	r := record.Record{
-		Topic:     topic,
-		Partition: m.TopicPartition.Partition,
-		Offset:    int64(m.TopicPartition.Offset),
-		Key:       m.Key,
-		Value:     m.Value,
-	}
-	if m.TopicPartition.Topic != nil {
-		r.Topic = *m.TopicPartition.Topic
-	}
-	if len(m.Headers) > 0 {
-		r.Headers = make([]record.Header, len(m.Headers))
-		for i, h := range m.Headers {
-			r.Headers[i] = record.Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	switch m.TimestampType {
-	case kafka.TimestampCreateTime:
-		r.TimestampType, r.Timestamp = record.TimestampCreateTime, m.Timestamp
-	case kafka.TimestampLogAppendTime:
-		r.TimestampType, r.Timestamp = record.TimestampLogAppendTime, m.Timestamp
-	default:
-		r.TimestampType = record.TimestampNone
-	}
-	return r
-}
-
-// topicMissing returns a *record.TopicError when md lacks topic or holds it
-// with an error of the topic's own (unknown, not authorised, still being
-// created; partition-level errors are not looked at): the brokers
-// answered, but the topic cannot be used.
-func topicMissing(md *kafka.Metadata, topic string) error {
-	tm, ok := md.Topics[topic]
-	if !ok {
-		return &record.TopicError{Topic: topic, Err: errors.New("not in the brokers' answer")}
-	}
-	if tm.Error.Code() != kafka.ErrNoError {
-		return &record.TopicError{Topic: topic, Err: tm.Error}
-	}
-	return nil
-}
-
-// metadataClient is the metadata request of librdkafka's clients, producer
-// and consumer alike.
-type metadataClient interface {
-	GetMetadata(topic *string, allTopics bool, timeoutMs int) (*kafka.Metadata, error)
-}
-
-// probe asks client for topic's metadata (the cluster's alone when topic
-// is ""), bounded by timeout and ctx: an answer that lists no broker is
-// record.ErrUnavailable, one without the topic a *record.TopicError
-// (topicMissing).
-func probe(ctx context.Context, client metadataClient, topic string, timeout time.Duration) error {
-	ms, err := metadataWait(ctx, timeout)
-	if err != nil {
-		return err
-	}
-	var tp *string
-	if topic != "" {
-		tp = &topic
-	}
-	md, err := client.GetMetadata(tp, false, ms)
-	if err != nil {
-		return fmt.Errorf("kafka metadata: %w", err)
-	}
-	if len(md.Brokers) == 0 {
-		return fmt.Errorf("kafka metadata: no brokers: %w", record.ErrUnavailable)
-	}
-	if topic != "" {
-		return topicMissing(md, topic)
-	}
-	return nil
-}
-
-// metadataWait is the wait, in the whole milliseconds librdkafka takes, of
-// a metadata request bounded by timeout and by ctx's deadline; ctx's error
-// when ctx is done or its deadline has come.
-func metadataWait(ctx context.Context, timeout time.Duration) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, time.Until(dl))
-	}
-	if timeout <= 0 {
-		return 0, context.DeadlineExceeded
-	}
-	return max(int(timeout.Milliseconds()), 1), nil
 }
