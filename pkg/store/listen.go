@@ -12,6 +12,26 @@ import (
 	"github.com/jackc/pgxlisten"
 )
 
+// NotifyChannel is the LISTEN/NOTIFY channel on which the ingestor tells the
+// relays that new outbox rows are waiting.
+const NotifyChannel = "route_passport_outbox"
+
+// notifySQL sends one (empty) notification on the channel given as $1.
+const notifySQL = "select pg_notify($1, '')"
+
+// Notify sends one notification on NotifyChannel, as a write does; the
+// relay sends it to check that its LISTEN hears.
+func (o *Outbox) Notify(ctx context.Context) error { return notify(ctx, o.pool) }
+
+// notify sends one notification on NotifyChannel through q: at once on the
+// pool, at its commit in a transaction.
+func notify(ctx context.Context, q querier) error {
+	if _, err := q.Exec(ctx, notifySQL, NotifyChannel); err != nil {
+		return fmt.Errorf("notify %s: %w", NotifyChannel, err)
+	}
+	return nil
+}
+
 // Listen LISTENs on NotifyChannel on a dedicated connection and calls
 // notified for every notification, and connected once after each
 // (re)connect, since notifications sent while it was disconnected are lost.

@@ -5,75 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pcp/route-processing/pkg/outbox"
 )
-
-// Outbox runs the relay's queries on route_passport_outbox and the operator
-// queries behind `outbox-relay stats|requeue|pause|resume`.
-//
-// # Why the queries look the way they do
-//
-// The claim changes only locked_until and lock_token, which no index covers,
-// so on a page with room (the table has fillfactor 70) it is a HOT update that
-// rewrites no index entry. It deliberately leaves updated_at alone: that
-// column is in the FAILED partial index, and touching it would make every
-// claim rewrite every index of the row. The one non-HOT update per event is
-// the mark that moves the row out of PENDING.
-//
-// Every change after the claim names the lease token it was claimed with, so
-// a relay whose lease expired (and whose rows another relay took over) changes
-// nothing. Those statements find each lease by id and token (and, but for
-// the mark, locked_until set), with no status = 'PENDING': a token with
-// locked_until set is only on a PENDING row (the mark keeps the token of a
-// PUBLISHED row, without locked_until; every other status change clears
-// both), so it already says PENDING, and the predicate would let the
-// planner drive the join from the PENDING partial index. It
-// does so when the last ANALYZE saw almost no PENDING row and a backlog has
-// built since: every pending row is then read for every mark (2–27 s for 300
-// leases over 68,000 pending rows in the soak), and the slow marks grow the
-// backlog that slows them. By id, the primary key serves each lease.
-//
-// Those statements are also planned on every call (leaseMode), never from
-// a plan cached with the connection. The best join of the lease arrays with
-// the table is a hash join over a scan of the whole table while the table is
-// a few pages, and a nested loop over the primary key once it is larger.
-// With pgx's default mode (named prepared statements) PostgreSQL keeps a
-// generic plan from the sixth call on, and nothing but an ANALYZE or a
-// schema change replans it: a relay started on a new, empty outbox kept the
-// hash join, and each mark read the whole table (2,400 buffers to mark 4
-// rows 30 s into a bench run at 100 passports/s, the outbox at 8,000 rows;
-// autovacuum analyzes it after 50,000 changes).
-type Outbox struct {
-	pool *pgxpool.Pool
-	// leaseMode is the first argument of the statements that find leases
-	// by id and token: the pool's own mode unless that is pgx's default of
-	// named prepared statements; then cache_describe, an unnamed statement
-	// planned with each call's arrays (its parameters still binary, their
-	// types cached). Every other mode plans each call already.
-	leaseMode pgx.QueryExecMode
-	orphans   orphanedClaims // failed claims whose leases may still be taken
-	// readCommitted is set once a lease statement lost a serialization
-	// race (see leaseTx).
-	readCommitted atomic.Bool
-}
-
-// NewOutbox returns the outbox queries on pool.
-func NewOutbox(pool *pgxpool.Pool) *Outbox {
-	mode := pool.Config().ConnConfig.DefaultQueryExecMode
-	if mode == pgx.QueryExecModeCacheStatement {
-		mode = pgx.QueryExecModeCacheDescribe
-	}
-	return &Outbox{pool: pool, leaseMode: mode}
-}
 
 // The candidates are locked in the order of the pending index; the window
 // keeps the prefix whose payloads fit the byte budget (always at least the
@@ -292,44 +231,4 @@ func (o *Outbox) giveBack(ctx context.Context, from time.Time, tokens []uuid.UUI
 	}
 	_, err := o.pool.Exec(c, releaseTokensSQL, o.leaseMode, ts, lowerBound(from))
 	return err
-}
-
-// querier is what a lease statement runs on: the pool (an implicit
-// transaction) or an explicit transaction.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-// leaseTx runs fn, one lease statement, as a transaction of its own: on the
-// pool, an implicit transaction at the session's default isolation, one
-// round trip. The statements are written for read committed (SKIP LOCKED,
-// lease tokens); where the database's or role's
-// default_transaction_isolation is stricter, concurrent claims fail with
-// serialization failures (40001) nearly every time, and no number of
-// reruns got two workers through. So after the first serialization
-// failure (never one at read committed; a deadlock does not count) every
-// lease statement of this Outbox runs in an explicit READ COMMITTED
-// transaction, two more round trips, until the process restarts. A
-// conflict is run again (retryConflicts): PostgreSQL rolled it back.
-func (o *Outbox) leaseTx(ctx context.Context, fn func(q querier) error) error {
-	return retryConflicts(ctx, func() error {
-		if o.readCommitted.Load() {
-			return pgx.BeginTxFunc(ctx, o.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error { return fn(tx) })
-		}
-		err := fn(o.pool)
-		if isSerializationFailure(err) {
-			o.readCommitted.Store(true)
-		}
-		return err
-	})
-}
-
-// exec runs one of the lease statements with leaseTx.
-func (o *Outbox) exec(ctx context.Context, sql string, args ...any) (tag pgconn.CommandTag, err error) {
-	err = o.leaseTx(ctx, func(q querier) error {
-		tag, err = q.Exec(ctx, sql, args...)
-		return err
-	})
-	return tag, err
 }

@@ -63,19 +63,6 @@ on conflict (id) do update set paused = $1,
 	return nil
 }
 
-// Notify sends one notification on NotifyChannel, as a write does; the
-// relay sends it to check that its LISTEN hears.
-func (o *Outbox) Notify(ctx context.Context) error { return notify(ctx, o.pool) }
-
-// notify sends one notification on NotifyChannel through q: at once on the
-// pool, at its commit in a transaction.
-func notify(ctx context.Context, q querier) error {
-	if _, err := q.Exec(ctx, notifySQL, NotifyChannel); err != nil {
-		return fmt.Errorf("notify %s: %w", NotifyChannel, err)
-	}
-	return nil
-}
-
 // Pending counts PENDING rows and the age of the oldest, and FAILED rows;
 // each reads only its partial index (PENDING, FAILED: migration 002).
 func (o *Outbox) Pending(ctx context.Context) (outbox.PendingSummary, error) {

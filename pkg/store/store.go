@@ -21,13 +21,6 @@ import (
 // VersionTable is tern's bookkeeping table.
 const VersionTable = "schema_version"
 
-// NotifyChannel is the LISTEN/NOTIFY channel on which the ingestor tells the
-// relays that new outbox rows are waiting.
-const NotifyChannel = "route_passport_outbox"
-
-// notifySQL sends one (empty) notification on the channel given as $1.
-const notifySQL = "select pg_notify($1, '')"
-
 // DefaultConnectTimeout bounds a connection attempt of [Open]'s pool when
 // the URL sets no connect_timeout: long enough for a TLS handshake over a
 // slow link, short enough that a host that drops packets fails the attempt
