@@ -203,10 +203,7 @@ func (pr *Producer) client() (*client, error) {
 		return pr.p, nil
 	}
 	if pr.p != nil {
-		pr.logger.Error("kafka: producer hit a fatal error; recreating it", "err", pr.p.p.GetFatalError())
-		old := pr.p
-		old.retire()
-		go pr.closeClient(old)
+		pr.dropLocked(pr.p.p.GetFatalError())
 	}
 	np, err := pr.newClient()
 	if err != nil {
@@ -226,10 +223,18 @@ func (pr *Producer) reset(c *client, cause error) {
 	if pr.p != c {
 		return
 	}
+	pr.dropLocked(cause)
+}
+
+// dropLocked retires the current client after a fatal error (cause); it
+// is closed once the calls still using it have returned, and the next call
+// builds a new one. pr.mu must be held.
+func (pr *Producer) dropLocked(cause error) {
 	pr.logger.Error("kafka: producer hit a fatal error; recreating it", "err", cause)
+	old := pr.p
 	pr.p = nil
-	c.retire()
-	go pr.closeClient(c)
+	old.retire()
+	go pr.closeClient(old)
 }
 
 // Probe asks the cluster for metadata of topic (or, when topic is "", for
