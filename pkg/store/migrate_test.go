@@ -274,11 +274,16 @@ func TestMigrateReportsTheLockHolder(t *testing.T) {
 // withPoolSettings adds the pgxpool settings of the README's DATABASE_URL
 // examples to u.
 func withPoolSettings(u string) string {
+	return withParam(u, "pool_max_conns=4&pool_health_check_period=5s")
+}
+
+// withParam adds query parameters (key=value&...) to the connection URL u.
+func withParam(u, params string) string {
 	sep := "?"
 	if strings.Contains(u, "?") {
 		sep = "&"
 	}
-	return u + sep + "pool_max_conns=4&pool_health_check_period=5s"
+	return u + sep + params
 }
 
 // columns maps each column of table to its data type.

@@ -441,7 +441,20 @@ func TestOutboxRequeueSkipsInFlight(t *testing.T) {
 // with 40P01.
 func TestOutboxRequeueRunsAgainAfterADeadlock(t *testing.T) {
 	t.Parallel()
-	ctx, b := setupOutbox(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// PostgreSQL checks a wait for a deadlock once, deadlock_timeout into
+	// it, and the session whose check finds the cycle is the victim. The
+	// requeue's check comes 3 s into its wait, well after the other
+	// transaction below starts waiting however late this test is
+	// scheduled (at the default 1 s, a test slowed by a loaded machine
+	// formed the cycle after the requeue's check, and the other
+	// transaction's own check then found it); the other's check is put off
+	// past the test's end.
+	pool, err := store.Open(ctx, withParam(testenv.DatabaseURL(t), "deadlock_timeout=3s"), "test")
+	require.NoError(t, err)
+	defer pool.Close()
+	b := &outboxBundle{pool: pool, outbox: store.NewOutbox(pool)}
 	rows := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
 	for _, r := range rows {
 		_, err := b.pool.Exec(ctx, `update route_passport_outbox set status = 'FAILED' where id = $1`, r.ID)
@@ -452,6 +465,8 @@ func TestOutboxRequeueRunsAgainAfterADeadlock(t *testing.T) {
 	other, err := b.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = other.Rollback(ctx) }()
+	_, err = other.Exec(ctx, `set local deadlock_timeout = '5min'`)
+	require.NoError(t, err)
 	_, err = other.Exec(ctx, `select 1 from route_passport_outbox where id = $1 for update`, rows[1].ID)
 	require.NoError(t, err)
 
@@ -472,10 +487,8 @@ func TestOutboxRequeueRunsAgainAfterADeadlock(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "the requeue waits for the second row")
 
 	// Now the other transaction waits for the first row: a deadlock. The
-	// requeue waited first (by 300 ms, against a deadlock_timeout of 1 s),
-	// so its check finds it and ends the requeue's transaction, which
+	// requeue's check finds it and ends the requeue's transaction, which
 	// frees the first row.
-	time.Sleep(300 * time.Millisecond)
 	start := time.Now()
 	_, err = other.Exec(ctx, `select 1 from route_passport_outbox where id = $1 for update`, rows[0].ID)
 	require.NoError(t, err, "the requeue, not this transaction, is the deadlock's victim")
