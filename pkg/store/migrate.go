@@ -82,8 +82,10 @@ func lockMigrations(ctx context.Context, conn *pgx.Conn, waiting MigrateWaiting)
 	}
 }
 
-// migrateLockHolder finds the session holding migrateLockKey. pg_locks
-// shows a bigint advisory key as its two 32-bit halves.
+// migrateLockHolder finds the session holding migrateLockKey in this
+// database: an advisory lock is per database, and on a shared cluster a run
+// migrating another database holds the same key without blocking this one.
+// pg_locks shows a bigint advisory key as its two 32-bit halves.
 func migrateLockHolder(ctx context.Context, conn *pgx.Conn) (MigrateLockHolder, bool) {
 	var h MigrateLockHolder
 	err := conn.QueryRow(ctx, `
@@ -92,6 +94,7 @@ select l.pid, coalesce(a.application_name, ''),
        coalesce(now() - a.backend_start, '0'::interval)
 from pg_locks l left join pg_stat_activity a on a.pid = l.pid
 where l.locktype = 'advisory' and l.granted and l.objsubid = 1
+  and l.database = (select oid from pg_database where datname = current_database())
   and l.classid = ($1::bigint)::oid and l.objid = ($2::bigint)::oid
 limit 1`, migrateLockKey>>32, migrateLockKey&0xffffffff).Scan(&h.PID, &h.Application, &h.Client, &h.SessionAge)
 	return h, err == nil

@@ -15,3 +15,8 @@ func Migrate(ctx context.Context, conn *pgx.Conn) error {
 	_, err := migrateConn(ctx, conn, nil)
 	return err
 }
+
+// FindMigrateLockHolder is the query a waiting migrate run reports from.
+func FindMigrateLockHolder(ctx context.Context, conn *pgx.Conn) (MigrateLockHolder, bool) {
+	return migrateLockHolder(ctx, conn)
+}

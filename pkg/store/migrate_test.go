@@ -271,6 +271,40 @@ func TestMigrateReportsTheLockHolder(t *testing.T) {
 	require.Empty(t, reports, "one report within the first %s", store.MigrateWaitReport)
 }
 
+// TestMigrateLockHolderIsOfThisDatabase: an advisory lock is per database.
+// A run migrating another database of the same cluster holds the same key
+// without blocking this one, and is not named as this one's holder.
+func TestMigrateLockHolderIsOfThisDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	connect := func(u, app string) *pgx.Conn {
+		cfg, err := pgx.ParseConfig(u)
+		require.NoError(t, err)
+		cfg.RuntimeParams["application_name"] = app
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close(ctx) })
+		return conn
+	}
+	other := connect(testenv.EmptyDatabaseURL(t), "other-database")
+	_, err := other.Exec(ctx, "select pg_advisory_lock($1)", store.MigrateLockKey)
+	require.NoError(t, err)
+
+	u := testenv.EmptyDatabaseURL(t)
+	asker := connect(u, "asker")
+	h, found := store.FindMigrateLockHolder(ctx, asker)
+	require.False(t, found, "the lock of another database's run (pid %d) is not this database's: got pid %d (%s)",
+		other.PgConn().PID(), h.PID, h.Application)
+
+	holder := connect(u, "this-database")
+	_, err = holder.Exec(ctx, "select pg_advisory_lock($1)", store.MigrateLockKey)
+	require.NoError(t, err)
+	h, found = store.FindMigrateLockHolder(ctx, asker)
+	require.True(t, found)
+	require.Equal(t, int32(holder.PgConn().PID()), h.PID)
+	require.Equal(t, "this-database", h.Application)
+}
+
 // withPoolSettings adds the pgxpool settings of the README's DATABASE_URL
 // examples to u.
 func withPoolSettings(u string) string {
