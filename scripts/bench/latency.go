@@ -94,6 +94,8 @@ func (b *bench) latencyRun(run, rate int, r *latencySeries) error {
 
 	var ckpt0, ckpt1 int
 	var s *sampler
+	var dp *diskProbe
+	var disk diskSamples
 	var before, after map[string]map[string]*histogram
 	// Which stage holds the records when latency grows: the input lag
 	// (produced, not yet committed by the ingestor) and the relay's oldest
@@ -114,6 +116,7 @@ func (b *bench) latencyRun(run, rate int, r *latencySeries) error {
 			_ = b.scalar(url, `select checkpoints_timed + checkpoints_req from pg_stat_bgwriter`, &ckpt0)
 			before = scrapeStages(procs)
 			s = b.startSampler(db, procs)
+			dp = startDiskProbe(b.pg.Dir())
 			go func() {
 				defer close(watched)
 				shape.sample(ing, time.Now())
@@ -146,6 +149,7 @@ func (b *bench) latencyRun(run, rate int, r *latencySeries) error {
 		},
 		stopped: func() {
 			obs = s.stop()
+			disk = dp.stop()
 			after = scrapeStages(procs)
 			close(stopWatch)
 			<-watched
@@ -163,6 +167,13 @@ func (b *bench) latencyRun(run, rate int, r *latencySeries) error {
 	stages := stageBudget(before, after)
 	stages["bench "+benchStage] = stageQuantiles{binary: "bench", p50: pct(res.lastHop, 0.50), p99: pct(res.lastHop, 0.99),
 		count: float64(len(res.lastHop)), fromBench: true}
+	if disk.err != nil {
+		b.note("latency run %d at %d/s: the disk probe stopped: %v", run+1, rate, disk.err)
+	}
+	if len(disk.syncs) > 0 {
+		stages["bench "+diskStage] = stageQuantiles{binary: "bench", p50: pct(disk.syncs, 0.50), p99: pct(disk.syncs, 0.99),
+			count: float64(len(disk.syncs)), fromBench: true}
+	}
 	r.stages = append(r.stages, stages)
 	// Where the tail comes from: the seconds of the run whose worst
 	// latency passed 100 ms, and the checkpoints PostgreSQL took meanwhile.
@@ -175,8 +186,9 @@ func (b *bench) latencyRun(run, rate int, r *latencySeries) error {
 	if len(slow) == 0 {
 		slow = []string{"none"}
 	}
-	r.slow = append(r.slow, fmt.Sprintf("run %d at %s/s: checkpoints %d; worst input lag %d records; worst oldest-pending-row age %.2f s; %s; seconds with a latency over 100 ms (send second:worst): %s",
-		run+1, groupDigits(int64(rate)), ckpt1-ckpt0, maxLag, maxPendingAge, &shape, strings.Join(slow, " ")))
+	r.slow = append(r.slow, fmt.Sprintf("run %d at %s/s: checkpoints %d; worst input lag %d records; worst oldest-pending-row age %.2f s; %s; seconds with a latency over 100 ms (send second:worst): %s; the disk probe's syncs p50 / p99 / max %.1f / %.1f / %.1f ms, seconds with a sync over 20 ms (second:worst): %s",
+		run+1, groupDigits(int64(rate)), ckpt1-ckpt0, maxLag, maxPendingAge, &shape, strings.Join(slow, " "),
+		pct(disk.syncs, 0.50), pct(disk.syncs, 0.99), pct(disk.syncs, 1), disk.slowSeconds(20*time.Millisecond, int(b.cfg.e2eFor/time.Second))))
 	return nil
 }
 
