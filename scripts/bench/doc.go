@@ -8,7 +8,7 @@
 // time budget and a function that repeats its runs until its deadline;
 // sampler.go observes each run (CPU per process, PostgreSQL wait events),
 // batchshape.go the ingestor's transactions per second during a latency
-// run, measure.go is the stream-and-consume measurement the latency and
+// run, diskprobe.go the disk's fdatasync times during a latency run, measure.go is the stream-and-consume measurement the latency and
 // floor phases share,
 // clients.go the bench's own Kafka clients and their settings, rows.go the
 // service's rows built for the ceilings, budget.go the stage budget read
@@ -49,7 +49,9 @@
 //     relay's settings, without the database;
 //   - the relay's database bound: pkg/relay's own code on a copy of the same
 //     database, with a publisher that acknowledges at once (no Kafka);
-//   - the latency floor: the two Kafka hops alone at the same rates.
+//   - the latency floor: the two Kafka hops alone at the same rates;
+//   - the disk under the commits: an 8-kB write and fdatasync beside the
+//     cluster's data directory every 50 ms during each latency run.
 //
 // Each figure is the median of several runs (BENCH_RUNS, default 3; fewer
 // when the time budget runs short, and the table says how many). Ratios are
