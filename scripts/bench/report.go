@@ -18,6 +18,7 @@ type machineInfo struct {
 	cores              int
 	cpu, goVer, pgVer  string
 	kernel, date, load string
+	writeback          string
 }
 
 func (b *bench) machine() machineInfo {
@@ -27,6 +28,7 @@ func (b *bench) machine() machineInfo {
 	if out, err := exec.Command("uname", "-r").Output(); err == nil {
 		m.kernel = strings.TrimSpace(string(out))
 	}
+	m.writeback = machine.Writeback()
 	if f := strings.Fields(machine.LoadAvg()); len(f) >= 3 {
 		m.load = strings.Join(f[:3], " ")
 	}
@@ -106,7 +108,7 @@ func (b *bench) table(r *results, m machineInfo) string {
 	bs := median(blg.secs)
 	row(fmt.Sprintf("Backlog drain, s (%s rows)", groupDigits(int64(b.cfg.backlogRows))), fmt.Sprintf("relay defaults; %s events/s", fmtRate(median(blg.rates))),
 		fmt.Sprintf("%.1f", bs), n(blg.secs), "≤ 30 s", verdict(bs <= 30, len(blg.secs) > 0))
-	row("Machine", fmt.Sprintf("%d cores (%s), %s, PostgreSQL %s (fsync on), kfake devbroker; load average %s at the start", m.cores, m.cpu, m.goVer, m.pgVer, m.load), m.date, "", "", "")
+	row("Machine", fmt.Sprintf("%d cores (%s), %s, PostgreSQL %s (fsync on), kfake devbroker; load average %s at the start; page-cache writeback %s", m.cores, m.cpu, m.goVer, m.pgVer, m.load, m.writeback), m.date, "", "", "")
 	return sb.String()
 }
 

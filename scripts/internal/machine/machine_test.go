@@ -34,6 +34,9 @@ func TestReadsThisProcessAndMachine(t *testing.T) {
 	if len(strings.Fields(LoadAvg())) < 3 {
 		t.Errorf("LoadAvg() = %q", LoadAvg())
 	}
+	if w := Writeback(); !strings.Contains(w, "dirty_background_") || !strings.Contains(w, "dirty_expire_centisecs=") {
+		t.Errorf("Writeback() = %q", w)
+	}
 	if ProcCPU(-1) != 0 || ParentPID(0) != 0 {
 		t.Errorf("an unknown pid reads non-zero")
 	}

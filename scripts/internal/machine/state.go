@@ -29,3 +29,24 @@ func LoadAvg() string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// Writeback is the kernel's page-cache writeback thresholds
+// (/proc/sys/vm): the background threshold, in bytes when set, else as a
+// ratio of memory, and the age at which dirty pages are written, e.g.
+// "dirty_background_ratio=10 dirty_expire_centisecs=3000", or "" when
+// unknown. A PostgreSQL whose data and WAL share a disk waits with its
+// fsyncs behind the bursts of writeback they allow (docs/performance.md).
+func Writeback() string {
+	read := func(name string) string {
+		b, err := os.ReadFile("/proc/sys/vm/" + name)
+		if err != nil {
+			return ""
+		}
+		return name + "=" + strings.TrimSpace(string(b))
+	}
+	threshold := read("dirty_background_bytes")
+	if threshold == "" || strings.HasSuffix(threshold, "=0") {
+		threshold = read("dirty_background_ratio")
+	}
+	return strings.TrimSpace(threshold + " " + read("dirty_expire_centisecs"))
+}
