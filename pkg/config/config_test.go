@@ -348,10 +348,10 @@ func TestIngestDBTimeout(t *testing.T) {
 	t.Parallel()
 	c, err := LoadIngestor(env("INGEST_DB_TIMEOUT=5s"))
 	require.NoError(t, err)
-	require.Equal(t, 5*time.Second, c.Ingest.WriteTimeout)
+	require.Equal(t, 5*time.Second, c.Ingest.DBTimeout)
 	c, err = LoadIngestor(env())
 	require.NoError(t, err)
-	require.Zero(t, c.Ingest.WriteTimeout, "unset: 0, which ingest derives from the batch size")
+	require.Zero(t, c.Ingest.DBTimeout, "unset: 0, which ingest derives from the batch size")
 }
 
 // propertyErr stands in for kafkax's PropertyError (config links no client).

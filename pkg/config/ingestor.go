@@ -71,7 +71,7 @@ var ingestVars = []struct {
 	{"INGEST_MAX_POSITIONS", "Limits.MaxPositions", func(c *ingest.Config) any { return &c.Limits.MaxPositions }},
 	{"INGEST_RECORD_RETRIES", "RecordRetries", func(c *ingest.Config) any { return &c.RecordRetries }},
 	{"INGEST_MAX_BACKOFF", "MaxBackoff", func(c *ingest.Config) any { return &c.MaxBackoff }},
-	{"INGEST_DB_TIMEOUT", "WriteTimeout", func(c *ingest.Config) any { return &c.WriteTimeout }},
+	{"INGEST_DB_TIMEOUT", "DBTimeout", func(c *ingest.Config) any { return &c.DBTimeout }},
 }
 
 // ingestVarOf names the variable behind an ingest.Config field (the field

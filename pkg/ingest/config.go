@@ -45,13 +45,13 @@ type Config struct {
 	// Pipeline is how many batches may be in flight: 2 or 1 (strictly
 	// sequential writes).
 	Pipeline int
-	// WriteTimeout (INGEST_DB_TIMEOUT) bounds a write attempt's statements
+	// DBTimeout (INGEST_DB_TIMEOUT) bounds a write attempt's statements
 	// and its commit, each; a call that carries both gets twice it (not the
 	// wait for the predecessor batch). A call that times out is retried,
 	// never a refusal of the records, and counts as the database being
 	// unavailable only if a ping then fails. 0 (the default):
 	// [DBTimeoutFor] the batch size.
-	WriteTimeout time.Duration
+	DBTimeout time.Duration
 	// CommitTimeout bounds the wait for the synchronous offset commit on
 	// revocation and on shutdown.
 	CommitTimeout time.Duration
@@ -92,7 +92,7 @@ func DefaultConfig() Config {
 		MinBackoff:      100 * time.Millisecond,
 		MaxBackoff:      30 * time.Second,
 		Pipeline:        2,
-		WriteTimeout:    0, // DBTimeoutFor(BatchSize)
+		DBTimeout:       0, // DBTimeoutFor(BatchSize)
 		CommitTimeout:   5 * time.Second,
 		RevokeTimeout:   10 * time.Second,
 		ShutdownTimeout: 12 * time.Second,
@@ -109,7 +109,7 @@ func (c Config) withDefaults() Config {
 	c.BatchBytes = cmp.Or(c.BatchBytes, d.BatchBytes)
 	c.Limits.MaxValueBytes = cmp.Or(c.Limits.MaxValueBytes, d.Limits.MaxValueBytes)
 	c.Limits.MaxPositions = cmp.Or(c.Limits.MaxPositions, d.Limits.MaxPositions)
-	c.WriteTimeout = cmp.Or(c.WriteTimeout, DBTimeoutFor(c.BatchSize))
+	c.DBTimeout = cmp.Or(c.DBTimeout, DBTimeoutFor(c.BatchSize))
 	c.CommitTimeout = cmp.Or(c.CommitTimeout, d.CommitTimeout)
 	c.MinBackoff = cmp.Or(c.MinBackoff, d.MinBackoff)
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, d.MaxBackoff)
@@ -145,7 +145,7 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return "ingest: " + e.Field + ": " + e.Reason }
 
-// minPeriod is the shortest database bound (WriteTimeout) or retry backoff
+// minPeriod is the shortest database bound (DBTimeout) or retry backoff
 // cap (MaxBackoff) Validate accepts.
 const minPeriod = 100 * time.Millisecond
 
@@ -186,8 +186,8 @@ func (c Config) Validate() error {
 	// backoff capped at a few nanoseconds a busy loop with a log line per
 	// turn while the database is down: both stall ingest with nothing
 	// refused.
-	if c.WriteTimeout < 0 || (c.WriteTimeout > 0 && c.WriteTimeout < minPeriod) {
-		return &FieldError{Field: "WriteTimeout", Reason: fmt.Sprintf("%s is below %s (0: derived from the batch size)", c.WriteTimeout, minPeriod)}
+	if c.DBTimeout < 0 || (c.DBTimeout > 0 && c.DBTimeout < minPeriod) {
+		return &FieldError{Field: "DBTimeout", Reason: fmt.Sprintf("%s is below %s (0: derived from the batch size)", c.DBTimeout, minPeriod)}
 	}
 	if c.MaxBackoff < minPeriod {
 		return &FieldError{Field: "MaxBackoff", Reason: fmt.Sprintf("%s is below %s", c.MaxBackoff, minPeriod)}

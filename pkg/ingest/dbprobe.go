@@ -41,7 +41,7 @@ func (in *Ingestor) probeDB(ctx context.Context) error {
 // out; one that a shorter statement_timeout cuts first, by writeSlow, as a
 // lone record that keeps timing out.
 //
-// The ping gets one statement's bound (WriteTimeout, at least
+// The ping gets one statement's bound (DBTimeout, at least
 // probeTimeout; a call carrying statements and commit had twice it): it may
 // wait for a connection while the other batch in flight and the probe hold
 // the pool's, and a database that answers a ping within a statement's
@@ -50,7 +50,7 @@ func (in *Ingestor) slow(ctx context.Context, err error) bool {
 	if !store.TimedOut(err) || ctx.Err() != nil {
 		return false
 	}
-	pctx, cancel := context.WithTimeout(ctx, max(probeTimeout, in.cfg.WriteTimeout))
+	pctx, cancel := context.WithTimeout(ctx, max(probeTimeout, in.cfg.DBTimeout))
 	defer cancel()
 	return in.store.Ping(pctx) == nil
 }

@@ -71,7 +71,7 @@
 //     successful ping does not end such an outage while a batch is still
 //     retrying (the server may answer and refuse writes); a span that keeps
 //     failing while pings succeed is split in halves. A write's statements
-//     and its commit are each bounded by Config.WriteTimeout
+//     and its commit are each bounded by Config.DBTimeout
 //     (INGEST_DB_TIMEOUT; a call carrying both gets twice it), and by
 //     the server's statement_timeout if one is set; a timeout is never a
 //     rejection, and an outage only when the server then fails a ping or

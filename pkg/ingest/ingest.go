@@ -208,7 +208,7 @@ func New(logger *slog.Logger, cfg Config, consumer Consumer, st Store, dl DLQ, m
 
 // DBTimeout is the bound of each database call in effect (INGEST_DB_TIMEOUT
 // or its default derived from the batch size).
-func (in *Ingestor) DBTimeout() time.Duration { return in.cfg.WriteTimeout }
+func (in *Ingestor) DBTimeout() time.Duration { return in.cfg.DBTimeout }
 
 // Run consumes until ctx ends or a fatal error, then finishes (bounded) the
 // batches in flight, commits what they finished and returns. The caller
@@ -224,7 +224,7 @@ func (in *Ingestor) Run(ctx context.Context) error {
 	// A database call is probed before its bound runs out, however short
 	// the bound: a timeout while the database answers is a slow database,
 	// so only the probe can tell a stuck write (probeDB).
-	go in.watch(watchCtx, in.dbHealth, in.probeDB, in.store.Ping, min(stallAfter, in.cfg.WriteTimeout/2), &in.dbWriters)
+	go in.watch(watchCtx, in.dbHealth, in.probeDB, in.store.Ping, min(stallAfter, in.cfg.DBTimeout/2), &in.dbWriters)
 	// No idle probe for the DLQ (nil): its brokers are the input's, which
 	// watchBrokers probes every second, idle or not (component "kafka").
 	go in.watch(watchCtx, in.dlqHealth, in.probeDLQ, nil, stallAfter, &in.dlqWriters)

@@ -78,14 +78,14 @@ func TestDatabaseReadOnly(t *testing.T) {
 }
 
 // A write that hangs (here: on a table lock) times out after
-// Config.WriteTimeout and counts as an outage; it goes through once the
+// Config.DBTimeout and counts as an outage; it goes through once the
 // lock is gone.
 func TestDatabaseWriteTimeout(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1, "")
 	ctx := context.Background()
 	admin := adminConn(t, b.dbURL)
-	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = time.Second; c.MaxBackoff = time.Second })
+	r := b.start(t, func(c *ingest.Config) { c.DBTimeout = time.Second; c.MaxBackoff = time.Second })
 
 	b.warmUp(t, r, 10)
 

@@ -72,7 +72,7 @@ func TestBlackholedDatabaseLinkIsNotReadyWithinSeconds(t *testing.T) {
 	direct := testenv.DatabaseURL(t)
 	px := newBlackholeProxy(t, direct)
 	b := setup(t, 1, px.url)
-	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = time.Minute; c.MaxBackoff = 30 * time.Second })
+	r := b.start(t, func(c *ingest.Config) { c.DBTimeout = time.Minute; c.MaxBackoff = 30 * time.Second })
 
 	var all []testenv.Record
 	produce := func(n int) {
@@ -276,7 +276,7 @@ func TestFrozenDLQBrokerRecoversWithinSeconds(t *testing.T) {
 func TestSlowWriteIsNotAnOutage(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1, "")
-	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = 500 * time.Millisecond })
+	r := b.start(t, func(c *ingest.Config) { c.DBTimeout = 500 * time.Millisecond })
 	polls, notReady := writeSlowly(t, b, r)
 	t.Logf("figures: slow write: %d of %d readiness polls non-200 while 50 passports took longer than the 1s bound", notReady, polls)
 	require.Zero(t, notReady, "a slow database is not an outage")
@@ -291,7 +291,7 @@ func TestStatementTimeoutIsNotAnOutage(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1, "")
 	alterDatabase(t, adminConn(t, b.dbURL), "set statement_timeout = '300ms'")
-	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = 30 * time.Second })
+	r := b.start(t, func(c *ingest.Config) { c.DBTimeout = 30 * time.Second })
 	polls, notReady := writeSlowly(t, b, r)
 	t.Logf("figures: statement_timeout 300ms: %d of %d readiness polls non-200 while 50 passports took longer", notReady, polls)
 	require.Zero(t, notReady, "a statement timeout while the database answers is not an outage")
@@ -376,7 +376,7 @@ func rowLockOutage(t *testing.T, statementTimeout string) {
 	}
 	// A bound far past the test, so that only the probe (or the server's
 	// timeout) can report it.
-	r := b.start(t, func(c *ingest.Config) { c.WriteTimeout = time.Minute })
+	r := b.start(t, func(c *ingest.Config) { c.DBTimeout = time.Minute })
 
 	all, ids := b.warmUp(t, r, 1)
 

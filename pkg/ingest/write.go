@@ -133,7 +133,7 @@ func (in *Ingestor) writeFast(ctx context.Context, b *batch, valid []*item) (err
 	if prev.fastFailed {
 		return errPredecessorFailed
 	}
-	if err := in.dbCall(ctx, in.cfg.WriteTimeout, tx.Commit); err != nil {
+	if err := in.dbCall(ctx, in.cfg.DBTimeout, tx.Commit); err != nil {
 		in.noteDBError(ctx, err)
 		return err
 	}
@@ -160,16 +160,16 @@ func (in *Ingestor) writeOnce(ctx context.Context, items []*item) error {
 }
 
 // onceTimeout bounds a write's statements and commit sent together: a
-// WriteTimeout for each, what they had as two calls. With one, a write
+// DBTimeout for each, what they had as two calls. With one, a write
 // that fits its statement bound but commits slowly (a freshly promoted
 // primary writing full pages) would time out and be retried for nothing.
-func (in *Ingestor) onceTimeout() time.Duration { return 2 * in.cfg.WriteTimeout }
+func (in *Ingestor) onceTimeout() time.Duration { return 2 * in.cfg.DBTimeout }
 
 // beginWrite begins a transaction and runs items' statements in it, in one
 // database call; the commit is the caller's.
 func (in *Ingestor) beginWrite(ctx context.Context, items []*item) (tx store.WriteTx, err error) {
 	accepted := acceptedOf(items)
-	err = in.dbCall(ctx, in.cfg.WriteTimeout, func(c context.Context) error {
+	err = in.dbCall(ctx, in.cfg.DBTimeout, func(c context.Context) error {
 		tx, err = in.store.BeginWrite(c, accepted, in.heldIdleBound())
 		return err
 	})
