@@ -6,7 +6,8 @@
 // ceiling_relay.go, ceiling_relaydb.go, latency.go, floor.go, backlog.go),
 // each a [phase] in main.go's list: a name for BENCH_ONLY, a share of the
 // time budget and a function that repeats its runs until its deadline;
-// sampler.go observes each run (CPU per process, PostgreSQL wait events),
+// sampler.go observes each run (CPU per process, PostgreSQL wait events,
+// also per second for a latency run's slow seconds),
 // batchshape.go the ingestor's transactions per second during a latency
 // run, diskprobe.go the disk's fdatasync times during a latency run, measure.go is the stream-and-consume measurement the latency and
 // floor phases share,

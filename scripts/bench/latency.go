@@ -180,13 +180,17 @@ func (b *bench) latencyRun(run, rate int, r *latencySeries) error {
 	var slow []string
 	for sec := 0; sec <= int(b.cfg.e2eFor/time.Second); sec++ {
 		if d := res.slowest[sec]; d > 100*time.Millisecond {
-			slow = append(slow, fmt.Sprintf("%ds:%dms", sec, d.Milliseconds()))
+			s := fmt.Sprintf("%ds:%dms", sec, d.Milliseconds())
+			if w := obs.waitsIn(sec, 2); w != "" {
+				s += " [" + w + "]"
+			}
+			slow = append(slow, s)
 		}
 	}
 	if len(slow) == 0 {
 		slow = []string{"none"}
 	}
-	r.slow = append(r.slow, fmt.Sprintf("run %d at %s/s: checkpoints %d; worst input lag %d records; worst oldest-pending-row age %.2f s; %s; seconds with a latency over 100 ms (send second:worst): %s; the disk probe's syncs p50 / p99 / max %.1f / %.1f / %.1f ms, seconds with a sync over 20 ms (second:worst): %s",
+	r.slow = append(r.slow, fmt.Sprintf("run %d at %s/s: checkpoints %d; worst input lag %d records; worst oldest-pending-row age %.2f s; %s; seconds with a latency over 100 ms (send second:worst [PostgreSQL's top wait events then, avg. backends]): %s; the disk probe's syncs p50 / p99 / max %.1f / %.1f / %.1f ms, seconds with a sync over 20 ms (second:worst): %s",
 		run+1, groupDigits(int64(rate)), ckpt1-ckpt0, maxLag, maxPendingAge, &shape, strings.Join(slow, " "),
 		pct(disk.syncs, 0.50), pct(disk.syncs, 0.99), pct(disk.syncs, 1), disk.slowSeconds(20*time.Millisecond, int(b.cfg.e2eFor/time.Second))))
 	return nil

@@ -31,6 +31,11 @@ type observation struct {
 	switches                float64 // context switches per second, whole machine
 	waits                   map[string]int
 	samples                 int
+	// The same wait-event samples per second since the sampler started
+	// (the latency runs' seconds), to name what PostgreSQL's backends did
+	// in a slow second.
+	secondWaits   map[int]map[string]int
+	secondSamples map[int]int
 }
 
 // rest is the CPU, in cores, that neither the service, PostgreSQL, the dev
@@ -54,15 +59,28 @@ func (o observation) procCPU() string {
 }
 
 func (o observation) topWaits(n int) string {
+	if s := topOf(o.waits, o.samples, n); s != "" {
+		return s + " (avg. backends)"
+	}
+	return "none active"
+}
+
+// waitsIn is topWaits for one second of the run ("" when nothing
+// was active or sampled then).
+func (o observation) waitsIn(sec, n int) string {
+	return topOf(o.secondWaits[sec], o.secondSamples[sec], n)
+}
+
+// topOf lists the n most sampled wait events of waits with their average
+// number of backends over samples, or "".
+func topOf(waits map[string]int, samples, n int) string {
 	type kv struct {
 		k string
 		v int
 	}
 	var all []kv
-	total := 0
-	for k, v := range o.waits {
+	for k, v := range waits {
 		all = append(all, kv{k, v})
-		total += v
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].v > all[j].v || all[i].v == all[j].v && all[i].k < all[j].k })
 	var s []string
@@ -70,12 +88,9 @@ func (o observation) topWaits(n int) string {
 		if i == n {
 			break
 		}
-		s = append(s, fmt.Sprintf("%s %.1f", e.k, float64(e.v)/float64(max(o.samples, 1))))
+		s = append(s, fmt.Sprintf("%s %.1f", e.k, float64(e.v)/float64(max(samples, 1))))
 	}
-	if len(s) == 0 {
-		return "none active"
-	}
-	return strings.Join(s, ", ") + " (avg. backends)"
+	return strings.Join(s, ", ")
 }
 
 type sampler struct {
@@ -101,7 +116,8 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 			procStart[name] = machine.ProcCPU(p.PID())
 		}
 		pgFirst, pgLast := map[int]float64{}, map[int]float64{}
-		o := observation{waits: map[string]int{}, procCores: map[string]float64{}}
+		o := observation{waits: map[string]int{}, procCores: map[string]float64{},
+			secondWaits: map[int]map[string]int{}, secondSamples: map[int]int{}}
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -140,6 +156,11 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 				coalesce(wait_event_type || ':' || wait_event, 'CPU') from pg_stat_activity where pid <> pg_backend_pid()`, db)
 			if qerr == nil {
 				o.samples++
+				sec := int(time.Since(start) / time.Second)
+				o.secondSamples[sec]++
+				if o.secondWaits[sec] == nil {
+					o.secondWaits[sec] = map[string]int{}
+				}
 				for rows.Next() {
 					var pid int
 					var ours, active bool
@@ -154,6 +175,7 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 					pgLast[pid] = c
 					if ours && active {
 						o.waits[wait]++
+						o.secondWaits[sec][wait]++
 					}
 				}
 				rows.Close()
