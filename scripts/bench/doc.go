@@ -7,10 +7,10 @@
 // each a [phase] in main.go's list: a name for BENCH_ONLY, a share of the
 // time budget and a function that repeats its runs until its deadline;
 // sampler.go observes each run (CPU per process, PostgreSQL wait events,
-// also per second for a latency run's slow seconds),
-// batchshape.go the ingestor's transactions per second during a latency
-// run, diskprobe.go the disk's fdatasync times during a latency run, measure.go is the stream-and-consume measurement the latency and
-// floor phases share,
+// also per second for a latency run's slow seconds), batchshape.go the
+// ingestor's transactions per second during a latency run, diskprobe.go
+// the disk's fdatasync times during a latency run, measure.go is the
+// stream-and-consume measurement the latency and floor phases share,
 // clients.go the bench's own Kafka clients and their settings, rows.go the
 // service's rows built for the ceilings, budget.go the stage budget read
 // from the binaries' /metrics, targets.go issue 13's targets against the
