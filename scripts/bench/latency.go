@@ -180,11 +180,11 @@ func (b *bench) latencyRun(run, rate int, r *latencySeries) error {
 	var slow []string
 	for sec := 0; sec <= int(b.cfg.e2eFor/time.Second); sec++ {
 		if d := res.slowest[sec]; d > 100*time.Millisecond {
-			s := fmt.Sprintf("%ds:%dms", sec, d.Milliseconds())
+			entry := fmt.Sprintf("%ds:%dms", sec, d.Milliseconds())
 			if w := obs.waitsIn(sec, 2); w != "" {
-				s += " [" + w + "]"
+				entry += " [" + w + "]"
 			}
-			slow = append(slow, s)
+			slow = append(slow, entry)
 		}
 	}
 	if len(slow) == 0 {
