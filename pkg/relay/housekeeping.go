@@ -9,34 +9,30 @@ import (
 // cheap queries: the PENDING partial index, statistics views and the
 // catalog.
 func (r *Relay) refreshGauges(ctx context.Context) {
-	t := time.NewTicker(r.cfg.StatsInterval)
-	defer t.Stop()
-	for {
-		c, cancel := r.dbCall(ctx)
-		s, err := r.outbox.Pending(c)
-		cancel()
-		if err == nil {
-			r.m.pending.Set(float64(s.Pending))
-			r.m.failedRows.Set(float64(s.Failed))
-			r.m.oldestAge.Set(s.OldestAge.Seconds())
-			r.m.pendingAt.SetToCurrentTime()
-		}
-		h, err := r.tableHealth(ctx)
-		if err == nil {
-			r.m.oldestXactAge.Set(h.OldestXactAge.Seconds())
-			r.m.liveTuples.Set(float64(h.LiveTuples))
-			r.m.deadTuples.Set(float64(h.DeadTuples))
-			r.m.tableBytes.Set(float64(h.TableBytes))
-		} else if ctx.Err() == nil {
-			r.logger.DebugContext(ctx, "cannot read outbox table health", "err", err)
-		}
-		r.refreshIndexGauges(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	nowAndEvery(ctx, r.cfg.StatsInterval, func() { r.readGauges(ctx) })
+}
+
+// readGauges sets the pending, table and index gauges once.
+func (r *Relay) readGauges(ctx context.Context) {
+	c, cancel := r.dbCall(ctx)
+	s, err := r.outbox.Pending(c)
+	cancel()
+	if err == nil {
+		r.m.pending.Set(float64(s.Pending))
+		r.m.failedRows.Set(float64(s.Failed))
+		r.m.oldestAge.Set(s.OldestAge.Seconds())
+		r.m.pendingAt.SetToCurrentTime()
 	}
+	h, err := r.tableHealth(ctx)
+	if err == nil {
+		r.m.oldestXactAge.Set(h.OldestXactAge.Seconds())
+		r.m.liveTuples.Set(float64(h.LiveTuples))
+		r.m.deadTuples.Set(float64(h.DeadTuples))
+		r.m.tableBytes.Set(float64(h.TableBytes))
+	} else if ctx.Err() == nil {
+		r.logger.DebugContext(ctx, "cannot read outbox table health", "err", err)
+	}
+	r.refreshIndexGauges(ctx)
 }
 
 // refreshIndexGauges sets the size gauge of each valid outbox index, when
@@ -62,6 +58,12 @@ func (r *Relay) refreshIndexGauges(ctx context.Context) {
 			r.m.indexRebuilds.WithLabelValues(ix.Name)
 		}
 	}
+}
+
+// nowAndEvery calls fn at once, then as every does.
+func nowAndEvery(ctx context.Context, period time.Duration, fn func()) {
+	fn()
+	every(ctx, period, fn)
 }
 
 // every calls fn each period until ctx ends, the first time one period

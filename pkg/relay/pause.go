@@ -8,30 +8,26 @@ import (
 // watchControl reads the pause flag every poll interval for the paused gauge
 // and the log; the claim itself honours the flag.
 func (r *Relay) watchControl(ctx context.Context) {
-	t := time.NewTicker(r.cfg.PollInterval)
-	defer t.Stop()
-	for {
-		c, cancel := r.dbCall(ctx)
-		control, err := r.outbox.Control(c)
-		cancel()
-		r.showDBWhileNoClaims(ctx, err)
-		paused := control.Paused
-		if err == nil && r.paused.Swap(paused) != paused {
-			r.showKafkaReady()
-			if paused {
-				r.m.paused.Set(1)
-				r.logger.WarnContext(ctx, "paused by an operator; no new claims until `outbox-relay resume`",
-					"reason", control.Reason, "by", control.UpdatedBy, "since", control.UpdatedAt.UTC().Format(time.RFC3339))
-			} else {
-				r.m.paused.Set(0)
-				r.logger.InfoContext(ctx, "resumed")
-				r.Wake()
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	nowAndEvery(ctx, r.cfg.PollInterval, func() { r.readControl(ctx) })
+}
+
+// readControl reads the pause flag once and shows a change.
+func (r *Relay) readControl(ctx context.Context) {
+	c, cancel := r.dbCall(ctx)
+	control, err := r.outbox.Control(c)
+	cancel()
+	r.showDBWhileNoClaims(ctx, err)
+	paused := control.Paused
+	if err == nil && r.paused.Swap(paused) != paused {
+		r.showKafkaReady()
+		if paused {
+			r.m.paused.Set(1)
+			r.logger.WarnContext(ctx, "paused by an operator; no new claims until `outbox-relay resume`",
+				"reason", control.Reason, "by", control.UpdatedBy, "since", control.UpdatedAt.UTC().Format(time.RFC3339))
+		} else {
+			r.m.paused.Set(0)
+			r.logger.InfoContext(ctx, "resumed")
+			r.Wake()
 		}
 	}
 }
