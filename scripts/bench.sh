@@ -12,7 +12,9 @@
 # producer), BENCH_ONLY (phases: ingest, ingest-ceiling, relay, relay-ceiling, relay-db,
 # latency, floor, backlog; relay, relay-db and backlog need ingest), BENCH_SERVICE_ENV
 # (NAME=value,... added to both binaries, e.g. INGEST_BATCH_MAX_WAIT=5ms,
-# to set a setting against the defaults), RIG_BINARIES (a directory with prebuilt
+# to set a setting against the defaults), BENCH_DB_SQL (SQL run in every
+# database of the phases after its migration, e.g. alter table
+# route_passport_outbox set (autovacuum_vacuum_cost_delay = 2)), RIG_BINARIES (a directory with prebuilt
 # ingestor and outbox-relay, e.g. of an older commit, measured instead of
 # this tree's; also for make soak). A quick look:
 #   BENCH_RUNS=1 BENCH_INGEST_N=5000 BENCH_E2E_DURATION=5s \

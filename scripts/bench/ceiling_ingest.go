@@ -65,7 +65,7 @@ func (b *bench) ingestCeilingPhase(deadline time.Time) ingestCeilingResults {
 
 func (b *bench) ingestCeilingRun(run int, recs []passportgen.Record, ev passport.EventConfig, maxAttempts int) (float64, observation, error) {
 	db := fmt.Sprintf("ceiling_ingest_%d", run)
-	url := b.pg.CreateDatabase(b.t, db, true)
+	url := b.createServiceDB(db)
 	defer b.dropDB(db)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

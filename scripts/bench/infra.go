@@ -27,6 +27,28 @@ func (b *bench) serviceEnv(dbURL, input, out1, out2 string) []string {
 	}, b.cfg.serviceEnv...)
 }
 
+// createServiceDB creates and migrates a database for a phase, then runs
+// cfg.dbSQL in it (BENCH_DB_SQL), so that a table setting can be set
+// against the migrations' own as BENCH_SERVICE_ENV sets a service's.
+// Databases cloned from it inherit both.
+func (b *bench) createServiceDB(name string) string {
+	url := b.pg.CreateDatabase(b.t, name, true)
+	if b.cfg.dbSQL == "" {
+		return url
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		b.t.Fatalf("bench: BENCH_DB_SQL: connect to %s: %v", name, err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, b.cfg.dbSQL); err != nil {
+		b.t.Fatalf("bench: BENCH_DB_SQL in %s: %v", name, err)
+	}
+	return url
+}
+
 func (b *bench) createTopic(name string) string {
 	return rig.CreateTopic(b.t, b.adm, name, 3)
 }

@@ -71,7 +71,7 @@ type ingestRun struct {
 func (b *bench) ingestRun(label, batch string, run int, capAfterFirst time.Duration) (ingestRun, error) {
 	t := b.t
 	db := fmt.Sprintf("ingest_%s_%d", label, run)
-	url := b.pg.CreateDatabase(t, db, true)
+	url := b.createServiceDB(db)
 	group := fmt.Sprintf("bench-%s-%d-%d", label, run, time.Now().UnixNano())
 	env := b.serviceEnv(url, topicInput, topicOut1, topicOut2)
 	env = append(env, "KAFKA_CONSUMER_GROUP="+group)

@@ -64,7 +64,7 @@ func (b *bench) latencyPhase(deadline time.Time) seriesResults {
 func (b *bench) latencyRun(run, rate int, r *latencySeries) error {
 	t := b.t
 	db := fmt.Sprintf("e2e_%d_%d", rate, run)
-	url := b.pg.CreateDatabase(t, db, true)
+	url := b.createServiceDB(db)
 	defer b.dropDB(db)
 	sfx := fmt.Sprintf("-%d-%d-%d", rate, run, time.Now().UnixNano()%1_000_000)
 	in, out1, out2 := b.createTopic("bench.e2e-input"+sfx), b.createTopic("bench.e2e-route-in"+sfx), b.createTopic("bench.e2e-georef"+sfx)
@@ -181,8 +181,15 @@ func (b *bench) latencyRun(run, rate int, r *latencySeries) error {
 	for sec := 0; sec <= int(b.cfg.e2eFor/time.Second); sec++ {
 		if d := res.slowest[sec]; d > 100*time.Millisecond {
 			entry := fmt.Sprintf("%ds:%dms", sec, d.Milliseconds())
+			var then []string
 			if w := obs.waitsIn(sec, 2); w != "" {
-				entry += " [" + w + "]"
+				then = append(then, w)
+			}
+			if v := obs.vacuumsIn(sec); v != "" {
+				then = append(then, "autovacuum "+v)
+			}
+			if len(then) > 0 {
+				entry += " [" + strings.Join(then, "; ") + "]"
 			}
 			slow = append(slow, entry)
 		}
@@ -190,9 +197,9 @@ func (b *bench) latencyRun(run, rate int, r *latencySeries) error {
 	if len(slow) == 0 {
 		slow = []string{"none"}
 	}
-	r.slow = append(r.slow, fmt.Sprintf("run %d at %s/s: checkpoints %d; worst input lag %d records; worst oldest-pending-row age %.2f s; %s; seconds with a latency over 100 ms (send second:worst [PostgreSQL's top wait events then, avg. backends]): %s; the disk probe's syncs p50 / p99 / max %.1f / %.1f / %.1f ms, seconds with a sync over 20 ms (second:worst): %s",
+	r.slow = append(r.slow, fmt.Sprintf("run %d at %s/s: checkpoints %d; worst input lag %d records; worst oldest-pending-row age %.2f s; %s; seconds with a latency over 100 ms (send second:worst [PostgreSQL's top wait events then, avg. backends; what autovacuum was doing]): %s; the disk probe's syncs p50 / p99 / max %.1f / %.1f / %.1f ms, seconds with a sync over 20 ms (second:worst): %s; autovacuum in this database (seconds): %s",
 		run+1, groupDigits(int64(rate)), ckpt1-ckpt0, maxLag, maxPendingAge, &shape, strings.Join(slow, " "),
-		pct(disk.syncs, 0.50), pct(disk.syncs, 0.99), pct(disk.syncs, 1), disk.slowSeconds(20*time.Millisecond, int(b.cfg.e2eFor/time.Second))))
+		pct(disk.syncs, 0.50), pct(disk.syncs, 0.99), pct(disk.syncs, 1), disk.slowSeconds(20*time.Millisecond, int(b.cfg.e2eFor/time.Second)), obs.vacuumSeconds()))
 	return nil
 }
 

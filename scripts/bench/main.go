@@ -37,6 +37,9 @@ type config struct {
 	// (BENCH_SERVICE_ENV, comma-separated NAME=value), to compare a setting
 	// against the defaults run by run.
 	serviceEnv []string
+	// dbSQL runs in every database the bench creates for a phase, after
+	// its migration (BENCH_DB_SQL), e.g. a table's autovacuum settings.
+	dbSQL string
 }
 
 func configFromEnv() config {
@@ -57,6 +60,7 @@ func configFromEnv() config {
 	if v := os.Getenv("BENCH_SERVICE_ENV"); v != "" {
 		c.serviceEnv = strings.Split(v, ",")
 	}
+	c.dbSQL = os.Getenv("BENCH_DB_SQL")
 	return c
 }
 

@@ -156,6 +156,9 @@ func (b *bench) writeReport(table, targets string, r *results) {
 	if len(b.cfg.serviceEnv) > 0 {
 		fmt.Fprintf(&sb, "- **Both binaries ran with `%s`** (BENCH_SERVICE_ENV) in every phase; otherwise with their defaults.\n", strings.Join(b.cfg.serviceEnv, " "))
 	}
+	if b.cfg.dbSQL != "" {
+		fmt.Fprintf(&sb, "- **Every database of the phases ran `%s`** (BENCH_DB_SQL) after its migration.\n", b.cfg.dbSQL)
+	}
 	sb.WriteString("- Each figure is the median of the runs counted in the table (≥ 3 when the time budget allows). Targets are reported, never enforced.\n")
 	sb.WriteString("\n### The bench's own Kafka clients\n\n")
 	for _, c := range clientSettings() {

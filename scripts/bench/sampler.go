@@ -36,6 +36,10 @@ type observation struct {
 	// in a slow second.
 	secondWaits   map[int]map[string]int
 	secondSamples map[int]int
+	// What each autovacuum worker of db was doing, per second ("VACUUM
+	// public.route_passports"): a worker's wait events alone do not say
+	// which table, nor whether the outbox's unthrottled settings apply.
+	secondVacuums map[int]map[string]bool
 }
 
 // rest is the CPU, in cores, that neither the service, PostgreSQL, the dev
@@ -69,6 +73,46 @@ func (o observation) topWaits(n int) string {
 // was active or sampled then).
 func (o observation) waitsIn(sec, n int) string {
 	return topOf(o.secondWaits[sec], o.secondSamples[sec], n)
+}
+
+// vacuumsIn names what autovacuum did in one second of the run, or "".
+func (o observation) vacuumsIn(sec int) string {
+	return strings.Join(slices.Sorted(maps.Keys(o.secondVacuums[sec])), ", ")
+}
+
+// vacuumSeconds lists, for each thing autovacuum did during the run, the
+// seconds it was seen in ("VACUUM public.route_passports 12-19 s"), or
+// "none".
+func (o observation) vacuumSeconds() string {
+	seen := map[string][]int{}
+	for sec, vs := range o.secondVacuums {
+		for v := range vs {
+			seen[v] = append(seen[v], sec)
+		}
+	}
+	if len(seen) == 0 {
+		return "none"
+	}
+	var s []string
+	for _, v := range slices.Sorted(maps.Keys(seen)) {
+		secs := seen[v]
+		slices.Sort(secs)
+		var spans []string
+		for i := 0; i < len(secs); {
+			j := i
+			for j+1 < len(secs) && secs[j+1] == secs[j]+1 {
+				j++
+			}
+			if i == j {
+				spans = append(spans, fmt.Sprintf("%d", secs[i]))
+			} else {
+				spans = append(spans, fmt.Sprintf("%d-%d", secs[i], secs[j]))
+			}
+			i = j + 1
+		}
+		s = append(s, v+" "+strings.Join(spans, ",")+" s")
+	}
+	return strings.Join(s, "; ")
 }
 
 // topOf lists the n most sampled wait events of waits with their average
@@ -117,7 +161,7 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 		}
 		pgFirst, pgLast := map[int]float64{}, map[int]float64{}
 		o := observation{waits: map[string]int{}, procCores: map[string]float64{},
-			secondWaits: map[int]map[string]int{}, secondSamples: map[int]int{}}
+			secondWaits: map[int]map[string]int{}, secondSamples: map[int]int{}, secondVacuums: map[int]map[string]bool{}}
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -153,7 +197,9 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 			}
 			qctx, cancel := context.WithTimeout(ctx, time.Second)
 			rows, qerr := conn.Query(qctx, `select pid, coalesce(datname, '') = $1, coalesce(state = 'active', false),
-				coalesce(wait_event_type || ':' || wait_event, 'CPU') from pg_stat_activity where pid <> pg_backend_pid()`, db)
+				coalesce(wait_event_type || ':' || wait_event, 'CPU'),
+				case when backend_type = 'autovacuum worker' then regexp_replace(coalesce(query, ''), '^autovacuum: ', '') else '' end
+				from pg_stat_activity where pid <> pg_backend_pid()`, db)
 			if qerr == nil {
 				o.samples++
 				sec := int(time.Since(start) / time.Second)
@@ -164,8 +210,8 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 				for rows.Next() {
 					var pid int
 					var ours, active bool
-					var wait string
-					if rows.Scan(&pid, &ours, &active, &wait) != nil {
+					var wait, vacuum string
+					if rows.Scan(&pid, &ours, &active, &wait, &vacuum) != nil {
 						continue
 					}
 					c := machine.ProcCPU(pid)
@@ -176,6 +222,12 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 					if ours && active {
 						o.waits[wait]++
 						o.secondWaits[sec][wait]++
+					}
+					if ours && vacuum != "" {
+						if o.secondVacuums[sec] == nil {
+							o.secondVacuums[sec] = map[string]bool{}
+						}
+						o.secondVacuums[sec][vacuum] = true
 					}
 				}
 				rows.Close()

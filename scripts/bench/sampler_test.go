@@ -23,3 +23,24 @@ func TestWaitsPerSecondAndOverall(t *testing.T) {
 		t.Errorf("topWaits of nothing = %q", got)
 	}
 }
+
+func TestVacuumsPerSecondAndSpans(t *testing.T) {
+	o := observation{secondVacuums: map[int]map[string]bool{
+		3: {"VACUUM public.route_passports": true},
+		4: {"VACUUM public.route_passports": true, "VACUUM ANALYZE public.route_passport_outbox": true},
+		5: {"VACUUM public.route_passports": true},
+		9: {"VACUUM public.route_passports": true},
+	}}
+	if got, want := o.vacuumsIn(4), "VACUUM ANALYZE public.route_passport_outbox, VACUUM public.route_passports"; got != want {
+		t.Errorf("vacuumsIn(4) = %q, want %q", got, want)
+	}
+	if got := o.vacuumsIn(6); got != "" {
+		t.Errorf("vacuumsIn of a second without autovacuum = %q, want empty", got)
+	}
+	if got, want := o.vacuumSeconds(), "VACUUM ANALYZE public.route_passport_outbox 4 s; VACUUM public.route_passports 3-5,9 s"; got != want {
+		t.Errorf("vacuumSeconds = %q, want %q", got, want)
+	}
+	if got := (observation{}).vacuumSeconds(); got != "none" {
+		t.Errorf("vacuumSeconds of nothing = %q, want none", got)
+	}
+}
