@@ -100,6 +100,28 @@ func TestMigrate(t *testing.T) {
 		}
 	})
 
+	t.Run("OutboxAnalyzeSamplesFewRows", func(t *testing.T) {
+		t.Parallel()
+		ctx, bundle := setupMigrate(t)
+		require.NoError(t, store.Migrate(ctx, bundle.conn))
+		// Migration 008: ANALYZE samples 300 rows per unit of the largest
+		// target among the columns, so one column at the default (100)
+		// makes it read 30,000 rows of the outbox again.
+		rows, err := bundle.conn.Query(ctx, `select attname::text, coalesce(attstattarget, -1)::int from pg_attribute
+			where attrelid = 'route_passport_outbox'::regclass and attnum > 0 and not attisdropped order by attnum`)
+		require.NoError(t, err)
+		targets, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
+			Name   string
+			Target int
+		}])
+		require.NoError(t, err)
+		require.NotEmpty(t, targets)
+		for _, c := range targets {
+			require.True(t, c.Target >= 0 && c.Target <= 10,
+				"statistics target of route_passport_outbox.%s is %d: every column of the outbox needs one of at most 10 (migration 008)", c.Name, c.Target)
+		}
+	})
+
 	t.Run("CreatesContractTables", func(t *testing.T) {
 		t.Parallel()
 		ctx, bundle := setupMigrate(t)
