@@ -16,6 +16,12 @@ type Blocker struct {
 	XactAge time.Duration
 }
 
+// ourLockWait is true of a session w of pg_stat_activity that belongs to
+// this pool's application in this database and waits for a lock.
+const ourLockWait = `w.datname = current_database()
+  and w.application_name = current_setting('application_name')
+  and w.wait_event_type = 'Lock'`
+
 // Blockers lists the sessions that this pool's application (application_name,
 // see [Open]) is waiting for a lock of: what an operator's command tells
 // while it waits, so that the wait is not silent.
@@ -25,9 +31,7 @@ select distinct b.pid, coalesce(b.application_name, ''), coalesce(b.state, ''),
        coalesce(extract(epoch from now() - b.xact_start), 0)::float8
 from pg_stat_activity w
 join pg_stat_activity b on b.pid = any(pg_blocking_pids(w.pid))
-where w.datname = current_database()
-  and w.application_name = current_setting('application_name')
-  and w.wait_event_type = 'Lock'
+where `+ourLockWait+`
 order by b.pid`)
 	if err != nil {
 		return nil, fmt.Errorf("look for lock waits: %w", err)

@@ -41,9 +41,7 @@ func stuck(ctx context.Context, pool *pgxpool.Pool) error {
 
 const stuckSQL = `
 select count(*)::int from pg_stat_activity w
-where w.datname = current_database()
-  and w.application_name = current_setting('application_name')
-  and w.wait_event_type = 'Lock'
+where ` + ourLockWait + `
   and exists (
     select 1 from pg_stat_activity b
     where b.pid = any(pg_blocking_pids(w.pid))
