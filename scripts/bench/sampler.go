@@ -40,6 +40,12 @@ type observation struct {
 	// public.route_passports"): a worker's wait events alone do not say
 	// which table, nor whether the outbox's unthrottled settings apply.
 	secondVacuums map[int]map[string]bool
+	// CPU seconds per second of the run (that is, cores) of each process
+	// the run looks at (the service's, "postgres" for the cluster's
+	// backends, "broker", "bench") and "machine" for all of them and the
+	// rest: the whole-run averages cannot tell which process an episode
+	// took its CPU from.
+	secondCores map[int]map[string]float64
 }
 
 // rest is the CPU, in cores, that neither the service, PostgreSQL, the dev
@@ -79,6 +85,26 @@ func (o observation) waitsIn(sec, n int) string {
 func (o observation) vacuumsIn(sec int) string {
 	return strings.Join(slices.Sorted(maps.Keys(o.secondVacuums[sec])), ", ")
 }
+
+// coresIn lists the cores each process used in one second of the run,
+// the machine's last ("ingestor 0.4, postgres 1.1; machine 1.9"), or "".
+func (o observation) coresIn(sec int) string {
+	c := o.secondCores[sec]
+	if len(c) == 0 {
+		return ""
+	}
+	var s []string
+	for _, k := range slices.Sorted(maps.Keys(c)) {
+		if k != machineCores {
+			s = append(s, fmt.Sprintf("%s %.1f", k, c[k]))
+		}
+	}
+	return strings.Join(s, ", ") + fmt.Sprintf("; machine %.1f", c[machineCores])
+}
+
+// machineCores is the key of the whole machine's busy cores in
+// observation.secondCores.
+const machineCores = "machine"
 
 // vacuumSeconds lists, for each thing autovacuum did during the run, the
 // seconds it was seen in ("VACUUM public.route_passports 12-19 s"), or
@@ -161,7 +187,13 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 		}
 		pgFirst, pgLast := map[int]float64{}, map[int]float64{}
 		o := observation{waits: map[string]int{}, procCores: map[string]float64{},
-			secondWaits: map[int]map[string]int{}, secondSamples: map[int]int{}, secondVacuums: map[int]map[string]bool{}}
+			secondWaits: map[int]map[string]int{}, secondSamples: map[int]int{}, secondVacuums: map[int]map[string]bool{}, secondCores: map[int]map[string]float64{}}
+		// The CPU readings of the previous tick, by secondCores' names.
+		last := map[string]float64{"broker": broker0, "bench": bench0}
+		for name := range procs {
+			last[name] = procStart[name]
+		}
+		lastBusy, lastTotal, lastAt := busy0, total0, start
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -192,6 +224,25 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 				return
 			case <-tick.C:
 			}
+			sec := int(time.Since(start) / time.Second)
+			if o.secondCores[sec] == nil {
+				o.secondCores[sec] = map[string]float64{}
+			}
+			now := map[string]float64{"broker": machine.ProcCPU(brokerPID), "bench": machine.ProcCPU(benchPID)}
+			for name, p := range procs {
+				now[name] = machine.ProcCPU(p.PID())
+			}
+			for name, c := range now {
+				o.secondCores[sec][name] += c - last[name]
+				last[name] = c
+			}
+			// The busy share since the last reading, times the cores and
+			// that interval: the machine's busy CPU seconds in it.
+			if busy, _, total := machine.CPU(); total > lastTotal {
+				at := time.Now()
+				o.secondCores[sec][machineCores] += (busy - lastBusy) / (total - lastTotal) * float64(runtime.NumCPU()) * at.Sub(lastAt).Seconds()
+				lastBusy, lastTotal, lastAt = busy, total, at
+			}
 			if err != nil || conn == nil {
 				continue
 			}
@@ -202,7 +253,6 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 				from pg_stat_activity where pid <> pg_backend_pid()`, db)
 			if qerr == nil {
 				o.samples++
-				sec := int(time.Since(start) / time.Second)
 				o.secondSamples[sec]++
 				if o.secondWaits[sec] == nil {
 					o.secondWaits[sec] = map[string]int{}
@@ -215,7 +265,9 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 						continue
 					}
 					c := machine.ProcCPU(pid)
-					if _, ok := pgFirst[pid]; !ok {
+					if prev, ok := pgLast[pid]; ok {
+						o.secondCores[sec]["postgres"] += c - prev
+					} else {
 						pgFirst[pid] = c
 					}
 					pgLast[pid] = c

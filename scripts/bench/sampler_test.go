@@ -44,3 +44,15 @@ func TestVacuumsPerSecondAndSpans(t *testing.T) {
 		t.Errorf("vacuumSeconds of nothing = %q, want none", got)
 	}
 }
+
+func TestCoresPerSecond(t *testing.T) {
+	o := observation{secondCores: map[int]map[string]float64{
+		2: {"ingestor": 0.41, "postgres": 1.14, machineCores: 1.93},
+	}}
+	if got, want := o.coresIn(2), "ingestor 0.4, postgres 1.1; machine 1.9"; got != want {
+		t.Errorf("coresIn(2) = %q, want %q", got, want)
+	}
+	if got := o.coresIn(3); got != "" {
+		t.Errorf("coresIn of a second not sampled = %q, want empty", got)
+	}
+}
