@@ -17,17 +17,17 @@ import (
 // not first at the first invalid record.
 func TestWarnsOfAMissingDLQTopic(t *testing.T) {
 	t.Parallel()
-	bootstrap := testenv.KafkaBootstrap(t)
+	// A broker that creates no topic: the shared one can create a topic
+	// the ingestor asks about, and then there is nothing to warn of.
+	bootstrap := testenv.KafkaWithoutAutoCreate(t)
 	addr, err := testenv.FreeAddr()
 	require.NoError(t, err)
 	dlq := "ingestor-dlq-missing-" + uuid.NewString()[:8]
 	env := []string{
 		"DATABASE_URL=postgres://pcp:pw@127.0.0.1:1/db?connect_timeout=1",
 		"KAFKA_BOOTSTRAP_SERVERS=" + bootstrap,
-		"TOPIC_INPUT=" + testenv.Topic(t, "topics-in", 1),
+		"TOPIC_INPUT=" + testenv.CreateTopic(t, bootstrap, "topics-in", 1),
 		"TOPIC_INPUT_DLQ=" + dlq,
-		// The dev broker, like Apache Kafka by default, would create it.
-		"KAFKA_PRODUCER_PROPERTY_ALLOW_AUTO_CREATE_TOPICS=false",
 		"HTTP_ADDR=" + addr,
 		"LOG_LEVEL=warn",
 	}

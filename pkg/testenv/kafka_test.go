@@ -170,3 +170,34 @@ func TestBrokerProcessRetention(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Equal(t, "new", string(got[0].Value))
 }
+
+// A metadata request that asks for a missing topic, and allows its
+// creation, leaves it missing on this broker; CreateTopic still works.
+func TestKafkaWithoutAutoCreateCreatesNoTopic(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaWithoutAutoCreate(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A fresh client per listing: a client's own metadata cache can keep
+	// a topic it was told about.
+	list := func() kadm.TopicDetails {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
+		require.NoError(t, err)
+		defer cl.Close()
+		topics, err := kadm.NewClient(cl).ListTopics(ctx)
+		require.NoError(t, err)
+		return topics
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.AllowAutoTopicCreation())
+	require.NoError(t, err)
+	defer cl.Close()
+	missing := "missing-" + fmt.Sprint(time.Now().UnixNano())
+	md, err := kadm.NewClient(cl).Metadata(ctx, missing)
+	require.NoError(t, err)
+	require.Error(t, md.Topics[missing].Err, "the broker answers for %s without creating it", missing)
+	require.False(t, list().Has(missing), "%s was created", missing)
+
+	created := testenv.CreateTopic(t, bootstrap, "created", 2)
+	require.True(t, list().Has(created), "%s was not created", created)
+}
