@@ -59,6 +59,8 @@
 //
 // [KafkaBootstrap] is the shared broker, [Topic] a topic of the test's own
 // (created through the admin API, so it works the same on kfake and Kafka).
+// [KafkaWithoutAutoCreate] is a broker of the test's own that creates no
+// topic on demand, for tests whose premise is a missing topic.
 // [Produce], [Consume], [ReadAll] and [CommittedOffsets] are franz-go helpers
 // for assertions; the service itself talks to Kafka through
 // confluent-kafka-go (pkg/kafkax).
