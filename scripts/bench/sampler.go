@@ -180,19 +180,20 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 		busy0, steal0, total0 := machine.CPU()
 		switches0 := machine.ContextSwitches()
 		brokerPID, benchPID := b.broker.Pid(), os.Getpid()
-		broker0, bench0 := machine.ProcCPU(brokerPID), machine.ProcCPU(benchPID)
-		procStart := map[string]float64{}
-		for name, p := range procs {
-			procStart[name] = machine.ProcCPU(p.PID())
+		// The CPU seconds so far of procs, the broker and the bench, by
+		// secondCores' names.
+		readProcs := func() map[string]float64 {
+			m := map[string]float64{"broker": machine.ProcCPU(brokerPID), "bench": machine.ProcCPU(benchPID)}
+			for name, p := range procs {
+				m[name] = machine.ProcCPU(p.PID())
+			}
+			return m
 		}
-		pgFirst, pgLast := map[int]float64{}, map[int]float64{}
+		first := readProcs()
+		last := maps.Clone(first) // the previous tick's readings
+		pgLast := map[int]float64{}
 		o := observation{waits: map[string]int{}, procCores: map[string]float64{},
 			secondWaits: map[int]map[string]int{}, secondSamples: map[int]int{}, secondVacuums: map[int]map[string]bool{}, secondCores: map[int]map[string]float64{}}
-		// The CPU readings of the previous tick, by secondCores' names.
-		last := map[string]float64{"broker": broker0, "bench": bench0}
-		for name := range procs {
-			last[name] = procStart[name]
-		}
 		lastBusy, lastTotal, lastAt := busy0, total0, start
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
@@ -201,16 +202,17 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 			case <-s.stopc:
 				wall := time.Since(start)
 				o.wall = wall
-				for name, p := range procs {
-					o.procCores[name] = (machine.ProcCPU(p.PID()) - procStart[name]) / wall.Seconds()
+				end := readProcs()
+				for name := range procs {
+					o.procCores[name] = (end[name] - first[name]) / wall.Seconds()
 				}
 				var pg float64
-				for pid, last := range pgLast {
-					pg += last - pgFirst[pid]
+				for _, c := range o.secondCores {
+					pg += c["postgres"]
 				}
 				o.pgCores = pg / wall.Seconds()
-				o.brokerCores = (machine.ProcCPU(brokerPID) - broker0) / wall.Seconds()
-				o.benchCores = (machine.ProcCPU(benchPID) - bench0) / wall.Seconds()
+				o.brokerCores = (end["broker"] - first["broker"]) / wall.Seconds()
+				o.benchCores = (end["bench"] - first["bench"]) / wall.Seconds()
 				o.switches = (machine.ContextSwitches() - switches0) / wall.Seconds()
 				busy1, steal1, total1 := machine.CPU()
 				if total1 > total0 {
@@ -228,11 +230,7 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 			if o.secondCores[sec] == nil {
 				o.secondCores[sec] = map[string]float64{}
 			}
-			now := map[string]float64{"broker": machine.ProcCPU(brokerPID), "bench": machine.ProcCPU(benchPID)}
-			for name, p := range procs {
-				now[name] = machine.ProcCPU(p.PID())
-			}
-			for name, c := range now {
+			for name, c := range readProcs() {
 				o.secondCores[sec][name] += c - last[name]
 				last[name] = c
 			}
@@ -265,10 +263,9 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 						continue
 					}
 					c := machine.ProcCPU(pid)
+					// A backend's CPU counts from its first sample on.
 					if prev, ok := pgLast[pid]; ok {
 						o.secondCores[sec]["postgres"] += c - prev
-					} else {
-						pgFirst[pid] = c
 					}
 					pgLast[pid] = c
 					if ours && active {
