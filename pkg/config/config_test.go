@@ -108,6 +108,9 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"negative db timeout", env("INGEST_DB_TIMEOUT=-1s"), false, "INGEST_DB_TIMEOUT"},
 		{"db timeout of a millisecond", env("INGEST_DB_TIMEOUT=1ms"), false, "INGEST_DB_TIMEOUT"},
 		{"backoff of a nanosecond", env("INGEST_MAX_BACKOFF=1ns"), false, "INGEST_MAX_BACKOFF"},
+		{"negative commit interval", env("INGEST_COMMIT_INTERVAL=-1ms"), false, "INGEST_COMMIT_INTERVAL"},
+		{"commit interval over a minute", env("INGEST_COMMIT_INTERVAL=2m"), false, "INGEST_COMMIT_INTERVAL"},
+		{"commit interval without a unit", env("INGEST_COMMIT_INTERVAL=100"), false, "INGEST_COMMIT_INTERVAL"},
 		{"topic with a space", env("TOPIC_INPUT=my topic"), false, "TOPIC_INPUT"},
 		{"topic with a slash", env("TOPIC_INPUT_DLQ=a/b"), true, "TOPIC_INPUT_DLQ"},
 		{"topic too long", env("TOPIC_PROCESSED_ROUTE=" + strings.Repeat("t", 250)), true, "TOPIC_PROCESSED_ROUTE"},
@@ -352,6 +355,16 @@ func TestIngestDBTimeout(t *testing.T) {
 	c, err = LoadIngestor(env())
 	require.NoError(t, err)
 	require.Zero(t, c.Ingest.DBTimeout, "unset: 0, which ingest derives from the batch size")
+}
+
+func TestIngestCommitInterval(t *testing.T) {
+	t.Parallel()
+	c, err := LoadIngestor(env())
+	require.NoError(t, err)
+	require.Equal(t, 100*time.Millisecond, c.Ingest.CommitInterval, "the default")
+	c, err = LoadIngestor(env("INGEST_COMMIT_INTERVAL=0"))
+	require.NoError(t, err)
+	require.Zero(t, c.Ingest.CommitInterval, "0 is a setting: a commit after every batch")
 }
 
 // propertyErr stands in for kafkax's PropertyError (config links no client).

@@ -72,6 +72,7 @@ var ingestVars = []struct {
 	{"INGEST_RECORD_RETRIES", "RecordRetries", func(c *ingest.Config) any { return &c.RecordRetries }},
 	{"INGEST_MAX_BACKOFF", "MaxBackoff", func(c *ingest.Config) any { return &c.MaxBackoff }},
 	{"INGEST_DB_TIMEOUT", "DBTimeout", func(c *ingest.Config) any { return &c.DBTimeout }},
+	{"INGEST_COMMIT_INTERVAL", "CommitInterval", func(c *ingest.Config) any { return &c.CommitInterval }},
 }
 
 // ingestVarOf names the variable behind an ingest.Config field (the field

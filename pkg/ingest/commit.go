@@ -33,6 +33,9 @@ func (in *Ingestor) commit(ctx context.Context, parts []int32, wait time.Duratio
 	if !force && in.commitFailing && time.Now().Before(in.commitNext) {
 		return
 	}
+	if !force && in.commitWait() > 0 {
+		return
+	}
 	if parts == nil {
 		parts = in.tracker.Partitions()
 	}
@@ -55,10 +58,34 @@ func (in *Ingestor) commit(ctx context.Context, parts []int32, wait time.Duratio
 	}
 	c := &commitCall{offsets: offsets, epochs: epochs, done: make(chan error, 1)}
 	in.commitRun = c
+	in.commitLast = time.Now()
 	go func() { c.done <- in.consumer.Commit(offsets) }()
 	if !in.awaitCommit(ctx, deadline) && force {
 		in.logger.WarnContext(ctx, "offset commit did not finish in time; records past the last committed offset will be redelivered", "timeout", wait)
 	}
+}
+
+// commitWait is how long CommitInterval still holds the next commit back
+// (0: it may go now).
+func (in *Ingestor) commitWait() time.Duration {
+	if in.cfg.CommitInterval <= 0 {
+		return 0
+	}
+	return max(time.Until(in.commitLast.Add(in.cfg.CommitInterval)), 0)
+}
+
+// commitPending reports whether a commit is held back by CommitInterval
+// with offsets to carry, so that the poll loop must not sleep past it.
+func (in *Ingestor) commitPending() bool {
+	if in.commitRun != nil || in.commitWait() == 0 {
+		return false
+	}
+	for _, p := range in.tracker.Partitions() {
+		if _, ok := in.tracker.Committable(p); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // awaitCommit waits until deadline (when past: not at all) for the running

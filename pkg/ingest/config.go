@@ -12,8 +12,8 @@ import (
 
 // Config configures an [Ingestor] ([New], [Ingestor.Run]). [DefaultConfig]
 // holds every default; [New] fills the fields left zero whose zero value
-// means nothing (sizes, timeouts), never RecordRetries nor BatchMaxWait,
-// whose zero is a setting.
+// means nothing (sizes, timeouts), never RecordRetries, BatchMaxWait nor
+// CommitInterval, whose zero is a setting.
 type Config struct {
 	// ConsumerGroup is written to kafka_dlt-original-consumer-group.
 	ConsumerGroup string
@@ -55,6 +55,15 @@ type Config struct {
 	// CommitTimeout bounds the wait for the synchronous offset commit on
 	// revocation and on shutdown.
 	CommitTimeout time.Duration
+	// CommitInterval (INGEST_COMMIT_INTERVAL) is the least time between two
+	// offset commits of the poll loop; commits on revocation and shutdown
+	// go at once. 0: a commit after every finished batch. An offset commit
+	// is a round trip to the group coordinator: at 1,000 passports/s,
+	// hundreds of small batches a second each sent one, for nothing a
+	// crash would not redo anyway (records past the last commit are
+	// written again, idempotently). Offsets are still committed only for
+	// records in the database or the DLQ.
+	CommitInterval time.Duration
 	// RevokeTimeout bounds the wait for in-flight batches of revoked
 	// partitions; ShutdownTimeout the wait on shutdown: with the commit
 	// after it (CommitTimeout) and the consumer's close (leaving the group)
@@ -94,6 +103,7 @@ func DefaultConfig() Config {
 		Pipeline:        2,
 		DBTimeout:       0, // DBTimeoutFor(BatchSize)
 		CommitTimeout:   5 * time.Second,
+		CommitInterval:  100 * time.Millisecond,
 		RevokeTimeout:   10 * time.Second,
 		ShutdownTimeout: 12 * time.Second,
 		PauseRecords:    0, // max(20*BatchSize, 2000)
@@ -149,6 +159,11 @@ func (e *FieldError) Error() string { return "ingest: " + e.Field + ": " + e.Rea
 // cap (MaxBackoff) Validate accepts.
 const minPeriod = 100 * time.Millisecond
 
+// maxCommitInterval bounds CommitInterval: records past the last commit are
+// consumed again after a crash or a lost partition, and a group's lag as
+// the brokers see it trails by up to the interval.
+const maxCommitInterval = time.Minute
+
 // Validate reports the first value Run cannot work with. New validates
 // after filling the defaults; package config validates what the
 // environment gave, so that an explicit 0 where 0 means nothing is
@@ -194,6 +209,9 @@ func (c Config) Validate() error {
 	}
 	if c.BatchMaxWait < 0 {
 		return &FieldError{Field: "BatchMaxWait", Reason: fmt.Sprintf("%s must not be negative", c.BatchMaxWait)}
+	}
+	if c.CommitInterval < 0 || c.CommitInterval > maxCommitInterval {
+		return &FieldError{Field: "CommitInterval", Reason: fmt.Sprintf("%s is outside [0s, %s]", c.CommitInterval, maxCommitInterval)}
 	}
 	if c.PauseRecords < 0 {
 		return &FieldError{Field: "PauseRecords", Reason: "must not be negative"}

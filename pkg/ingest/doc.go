@@ -53,8 +53,12 @@
 // so a later record finishing first never moves the commit past an earlier
 // one. Commit runs on a goroutine of its own, one at a time, so a
 // coordinator that does not answer never stalls polling; after a failure
-// the next attempt waits (backoff from 1s to 10s). On revocation and
-// shutdown the loop waits for the commit, at most Config.CommitTimeout.
+// the next attempt waits (backoff from 1s to 10s). While records flow the
+// loop commits at most once per Config.CommitInterval (100ms), not after
+// every batch: each commit is a round trip to the coordinator, and at a
+// steady rate the batches are small and many. On revocation and shutdown
+// the loop commits at once and waits for the commit, at most
+// Config.CommitTimeout.
 //
 // # Failure handling
 //

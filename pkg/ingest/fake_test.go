@@ -900,6 +900,32 @@ func TestFakeFailingCommitBacksOff(t *testing.T) {
 	require.Eventually(t, func() bool { return r.logs.count("offset commits succeed again") == 1 }, 5*time.Second, 10*time.Millisecond)
 }
 
+// With CommitInterval set, a stream of small batches is committed at most
+// once per interval, and the last offsets go once the interval has passed,
+// without another record to wake the loop.
+func TestFakeCommitInterval(t *testing.T) {
+	t.Parallel()
+	const interval = 300 * time.Millisecond
+	c := newFakeConsumer(0)
+	s := newFakeStore()
+	startFake(t, c, s, &fakeDLQ{}, func(cfg *ingest.Config) { cfg.CommitInterval = interval })
+	start := time.Now()
+	for i, v := range values(t, 30) {
+		c.add(0, v)
+		// One batch per record: each is written before the next arrives.
+		require.Eventually(t, func() bool { return s.routes() == i+1 }, 5*time.Second, time.Millisecond)
+	}
+	written := time.Since(start)
+	require.Eventually(t, func() bool { return c.committedAt(0) == 30 }, 5*time.Second, time.Millisecond)
+	took := time.Since(start)
+	calls := int(c.commitCalls.Load())
+	t.Logf("figures: 30 batches written in %s, all committed after %s, %d commits", written, took, calls)
+	require.LessOrEqual(t, calls, int(took/interval)+2, "at most one commit per interval")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.Len(t, s.counts, 30, "the batches the commits were spared")
+}
+
 // A commit that hangs stalls neither the poll loop nor the shutdown.
 func TestFakeHangingCommit(t *testing.T) {
 	t.Parallel()

@@ -173,6 +173,7 @@ type Ingestor struct {
 	commitRun     *commitCall // the Commit running, if any
 	commitFailing bool
 	commitNext    time.Time // while failing: no attempt before
+	commitLast    time.Time // when the last Commit started (CommitInterval)
 	commitBo      *backoff.Backoff
 }
 

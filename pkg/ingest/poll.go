@@ -25,6 +25,10 @@ func (in *Ingestor) loop(ctx, batchCtx context.Context) error {
 		in.updateLag()
 
 		timeout, slot := in.pollTimeout()
+		if in.commitPending() {
+			// An idle loop would otherwise sleep past the held commit.
+			timeout = min(timeout, max(in.commitWait(), time.Millisecond))
+		}
 		if timeout > 0 && in.parseNext() {
 			timeout = 0 // parsed instead of waiting; look again at once
 		}
