@@ -57,12 +57,13 @@ type Config struct {
 	CommitTimeout time.Duration
 	// CommitInterval (INGEST_COMMIT_INTERVAL) is the least time between two
 	// offset commits of the poll loop; commits on revocation and shutdown
-	// go at once. 0: a commit after every finished batch. An offset commit
-	// is a round trip to the group coordinator: at 1,000 passports/s,
-	// hundreds of small batches a second each sent one, for nothing a
-	// crash would not redo anyway (records past the last commit are
-	// written again, idempotently). Offsets are still committed only for
-	// records in the database or the DLQ.
+	// go at once. 0: a commit after every finished batch. Each offset
+	// commit is a round trip to the group coordinator, and at 1,000
+	// passports/s the loop finishes hundreds of small batches a second:
+	// a commit after each cost the ingestor and the broker CPU
+	// (docs/performance.md, "Offset commits"). Offsets are still
+	// committed only for records in the database or the DLQ; a crash
+	// redelivers those past the last commit, written again idempotently.
 	CommitInterval time.Duration
 	// RevokeTimeout bounds the wait for in-flight batches of revoked
 	// partitions; ShutdownTimeout the wait on shutdown: with the commit
