@@ -46,7 +46,7 @@ update route_passport_outbox o
 set locked_until = now() + $2 * interval '1 microsecond',
     lock_token = $3::uuid
 from kept
-where o.id = kept.id
+where o.id = kept.id and ` + asyncCommit + `
 returning o.id, o.route_id, o.event_type, o.topic, o.message_key, o.payload, o.headers::text,
           o.attempts, o.created_at, (extract(epoch from now() - o.created_at) * 1e6)::bigint, kept.candidates`
 
@@ -59,7 +59,8 @@ returning o.id, o.route_id, o.event_type, o.topic, o.message_key, o.payload, o.h
 const releaseTokensSQL = `
 update route_passport_outbox
 set locked_until = null, lock_token = null
-where status = 'PENDING' and next_attempt_at >= $2 and lock_token = any($1::uuid[])`
+where status = 'PENDING' and next_attempt_at >= $2 and lock_token = any($1::uuid[])
+  and ` + asyncCommit
 
 // Claim leases up to limit due PENDING rows, oldest first, for lease,
 // stopping before the claimed payloads' stored sizes (pg_column_size: after

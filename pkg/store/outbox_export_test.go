@@ -10,6 +10,8 @@ import (
 
 // The statements, for plan tests.
 const (
+	ClaimSQL           = claimSQL
+	ReleaseTokensSQL   = releaseTokensSQL
 	DeletePublishedSQL = deletePublishedSQL
 	MarkPublishedSQL   = markPublishedSQL
 	RetrySQL           = retrySQL

@@ -57,7 +57,8 @@ set status = 'PUBLISHED', updated_at = now(),
     published_at = case when o.status = 'PUBLISHED' then o.published_at else now() end,
     locked_until = null
 from unnest($1::uuid[], $2::uuid[]) as l(id, token)
-where o.id = l.id and o.lock_token = l.token`
+where o.id = l.id and o.lock_token = l.token
+  and ` + asyncCommit
 
 // MarkPublished marks the leased rows PUBLISHED in one statement and returns
 // how many it changed; rows whose lease was taken over are left alone. It
@@ -85,6 +86,7 @@ set attempts = o.attempts + 1,
     locked_until = null, lock_token = null, updated_at = now()
 from unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[]) as r(id, token, err, delay_us)
 where o.id = r.id and o.lock_token = r.token and o.locked_until is not null
+  and ` + asyncCommit + `
 returning o.id, o.status, o.attempts, o.next_attempt_at`
 
 // Retry records failed publishes in one statement: attempts + 1, last_error,
@@ -118,7 +120,8 @@ const releaseSQL = `
 update route_passport_outbox o
 set locked_until = null, lock_token = null
 from unnest($1::uuid[], $2::uuid[]) as l(id, token)
-where o.id = l.id and o.lock_token = l.token and o.locked_until is not null`
+where o.id = l.id and o.lock_token = l.token and o.locked_until is not null
+  and ` + asyncCommit
 
 // Release gives leases back without counting an attempt (Kafka unreachable,
 // shutdown), so the rows are due again at once for any relay.
@@ -140,7 +143,8 @@ set last_error = r.err,
     next_attempt_at = now() + r.delay_us * interval '1 microsecond',
     locked_until = null, lock_token = null, updated_at = now()
 from unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[]) as r(id, token, err, delay_us)
-where o.id = r.id and o.lock_token = r.token and o.locked_until is not null`
+where o.id = r.id and o.lock_token = r.token and o.locked_until is not null
+  and ` + asyncCommit
 
 // Postpone gives leases back without counting an attempt, like Release, but
 // records the error in last_error and makes each row due only after its
