@@ -81,10 +81,10 @@ func NewOutbox(pool *pgxpool.Pool) *Outbox {
 // ingested is lost: the ingest transaction and the rows it writes are
 // flushed before the ingestor commits its offsets. The gain is on the
 // path of every event: at 1,000 passports/s on the bench's 2-core VM,
-// claims and marks were about 700 of the 1,200 commits a second, each
-// waiting for its flush, the claim's on the event's way to Kafka;
-// without those waits the end-to-end p50 fell from 9.2–9.6 ms to
-// 8.0–8.1 (docs/performance.md).
+// claims and marks were about 780 of the 980 WAL flushes a second, the
+// claim's on the event's way to Kafka, and the ingest's commits queued
+// behind them; without them the end-to-end p50 fell from 9.1–9.7 ms to
+// 7.3–8.4 in three interleaved rounds (docs/performance.md).
 const asyncCommit = `(select set_config('synchronous_commit', 'off', true)) = 'off'`
 
 // querier is what a lease statement runs on: the pool (an implicit
