@@ -118,7 +118,10 @@ func (o *Outbox) claimOnce(ctx context.Context, q querier, from time.Time, limit
 		o.releaseToken(ctx, token, from, lease, err)
 		return nil, false, fmt.Errorf("claim outbox rows: %w", err)
 	}
-	out := make([]outbox.Row, 0, min(limit, 1024))
+	// Sized by the first row's candidates, which no claim exceeds: a
+	// capacity of limit was 100 KB zeroed per claim of a few rows, 40 MB/s
+	// at 1,000 passports/s.
+	var out []outbox.Row
 	var candidates, ageMicros int64
 	var headers []byte
 	for rows.Next() {
@@ -127,6 +130,9 @@ func (o *Outbox) claimOnce(ctx context.Context, q querier, from time.Time, limit
 			rows.Close()
 			o.releaseToken(ctx, token, from, lease, err)
 			return nil, false, fmt.Errorf("scan claimed outbox row: %w", err)
+		}
+		if out == nil {
+			out = make([]outbox.Row, 0, candidates)
 		}
 		hs, herr := outbox.ParseHeadersJSON(headers)
 		if herr != nil {
