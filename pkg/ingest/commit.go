@@ -77,15 +77,7 @@ func (in *Ingestor) commitWait() time.Duration {
 // commitPending reports whether a commit is held back by CommitInterval
 // with offsets to carry, so that the poll loop must not sleep past it.
 func (in *Ingestor) commitPending() bool {
-	if in.commitRun != nil || in.commitWait() == 0 {
-		return false
-	}
-	for _, p := range in.tracker.Partitions() {
-		if _, ok := in.tracker.Committable(p); ok {
-			return true
-		}
-	}
-	return false
+	return in.commitRun == nil && in.commitWait() > 0 && in.tracker.AnyCommittable()
 }
 
 // awaitCommit waits until deadline (when past: not at all) for the running

@@ -138,6 +138,18 @@ func (t *tracker) Committable(p int32) (int64, bool) {
 	return pt.next, true
 }
 
+// AnyCommittable reports whether some partition has an offset to commit.
+// The poll loop asks on every pass while a commit is held back, so it
+// neither allocates nor sorts, as Partitions does.
+func (t *tracker) AnyCommittable() bool {
+	for p := range t.parts {
+		if _, ok := t.Committable(p); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // Committed records that offset was committed for p. A commit sent before
 // a Truncate may report an offset past the new next: it is ignored, so the
 // truncation point is committed after it.

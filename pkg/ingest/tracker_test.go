@@ -33,6 +33,20 @@ func TestTracker(t *testing.T) {
 		require.Equal(t, 0, outstanding(tr, 0))
 	})
 
+	t.Run("AnyCommittable", func(t *testing.T) {
+		t.Parallel()
+		tr := newTracker()
+		require.False(t, tr.AnyCommittable(), "nothing tracked")
+		tr.Add(0, 5)
+		tr.Add(1, 7)
+		require.False(t, tr.AnyCommittable(), "both in flight")
+		tr.Done(1, 7, 0)
+		require.True(t, tr.AnyCommittable(), "partition 1 moved")
+		off, _ := tr.Committable(1)
+		tr.Committed(1, off)
+		require.False(t, tr.AnyCommittable(), "committed; partition 0 still in flight")
+	})
+
 	t.Run("LagBase", func(t *testing.T) {
 		t.Parallel()
 		tr := newTracker()
