@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pcp/route-processing/pkg/backoff"
+	"github.com/pcp/route-processing/pkg/sqlstate"
 )
 
 // DBSymptom names a database failure in a few words, for /readyz: the kind
@@ -28,9 +29,7 @@ func DBSymptom(err error) string {
 		return fmt.Sprintf("no answer within %s", miss.Wait.Round(time.Millisecond))
 	case errors.Is(err, context.DeadlineExceeded):
 		return "no answer in time"
-	case errors.As(err, &coded) && (coded.SQLState() == "42P01" || coded.SQLState() == "42703"):
-		// undefined table or column: a database never migrated, or one a
-		// release behind.
+	case errors.As(err, &coded) && sqlstate.SchemaMissing(coded.SQLState()):
 		return "schema missing or older than this build (SQLSTATE " + coded.SQLState() + "): run `ingestor migrate`"
 	case errors.As(err, &coded):
 		return "server error, SQLSTATE " + coded.SQLState()

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/tern/v2/migrate"
 
 	"github.com/pcp/route-processing/db"
+	"github.com/pcp/route-processing/pkg/sqlstate"
 )
 
 // SchemaError says that the database's schema is older than this build's:
@@ -51,7 +52,7 @@ func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
 	// The simple protocol: one round trip on a new connection (see stuck).
 	err = pool.QueryRow(ctx, `select coalesce(max(version), 0) from `+VersionTable, pgx.QueryExecModeSimpleProtocol).Scan(&have)
 	switch {
-	case sqlState(err) == "42P01": // undefined_table: never migrated
+	case sqlState(err) == sqlstate.UndefinedTable: // never migrated
 		have = 0
 	case sqlState(err) == "42501": // insufficient_privilege
 		return nil
@@ -72,11 +73,9 @@ func (s *Passports) CheckSchema(ctx context.Context) error { return checkSchema(
 func (o *Outbox) CheckSchema(ctx context.Context) error { return checkSchema(ctx, o.pool) }
 
 // SchemaMissing reports whether err is a statement that named a table or
-// column the database does not have (SQLSTATE 42P01, 42703): a database
-// never migrated, or one a release behind.
+// column the database does not have ([sqlstate.SchemaMissing]).
 func SchemaMissing(err error) bool {
-	s := sqlState(err)
-	return s == "42P01" || s == "42703"
+	return sqlstate.SchemaMissing(sqlState(err))
 }
 
 // migrations is the embedded migrations directory, as tern reads it.
