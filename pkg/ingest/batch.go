@@ -49,10 +49,13 @@ func (it *item) rec() *record.Record { return &it.acc.Source }
 //     ran, or went with the commit in one round trip) or will not come; the
 //     poll loop holds the next batch until then (Ingestor.held).
 //   - fastDone: the fast attempt committed or rolled back; fastFailed says
-//     whether it (or any predecessor's) failed, in which case successors
+//     whether it failed (or, for a batch that waited for its predecessor,
+//     the predecessor's did), in which case successors that wait for it
 //     roll back too.
 //   - dbDone: every valid record of the batch is written or dead-lettered
 //     (or abandoned at shutdown).
+//   - reported: the batch's result went to the poll loop, which happens in
+//     dispatch order.
 type batch struct {
 	items []*item
 	prev  *batch
@@ -68,6 +71,7 @@ type batch struct {
 	fastDone    chan struct{}
 	fastFailed  bool
 	dbDone      chan struct{}
+	reported    chan struct{}
 	// wrote is how many valid records the batch had to write; fits and
 	// tooBig are set when a write of it timed out while the database
 	// answered and was split: the most records one part then wrote and the
@@ -80,6 +84,7 @@ func newBatch(items []*item, prev *batch) *batch {
 	return &batch{
 		items: items, prev: prev, parsed: make(chan struct{}),
 		applied: make(chan struct{}), committing: make(chan struct{}), fastDone: make(chan struct{}), dbDone: make(chan struct{}),
+		reported: make(chan struct{}),
 	}
 }
 

@@ -24,25 +24,27 @@
 // At most two batches (Config.Pipeline) are in flight, each on its own
 // database connection. A batch dead-letters the contract errors
 // (concurrently with its database write) and writes the valid records in
-// one transaction. Batches are chained so that the database sees them in
-// poll order:
+// one transaction. The database sees each route's records in poll order:
 //
-//   - when batch N+1 shares a route with batch N, it runs its statements
-//     only after N's statements finished (N then holds the row locks of
-//     every route it touches, so N+1 queues behind N and the later record
-//     wins); when they share none, both run at once, on two backends;
-//   - batch N+1 commits only after batch N committed; if N failed, N+1 rolls
-//     back and is redone after N was dealt with.
+//   - when batch N+1 shares a route with batch N, still writing, it runs
+//     its statements only after N's statements finished (N then holds the
+//     row locks of every route it touches, so N+1 queues behind N and the
+//     later record wins), and commits only after N committed; if N failed,
+//     N+1 rolls back and is redone after N was dealt with;
+//   - when they share none, N+1 does not wait for N at all: both write and
+//     commit at once, on two backends, and N+1's commit may share N's WAL
+//     flush. Batches report to the poll loop in dispatch order, so a slot
+//     frees only when every earlier batch is done: N+2 never meets an
+//     unfinished N.
 //
 // On this CPU-bound workload (jsonb parsing, index and foreign-key upkeep)
-// the second backend matters most; the WAL flush of N's commit also
-// overlaps N+1's work.
+// the second backend matters most.
 //
-// A batch with nothing ahead of it still writing sends its statements and
-// its commit in one round trip (an implicit transaction); one that must
-// commit after its predecessor sends BEGIN and its statements in one round
-// trip and its COMMIT in a second, once the predecessor committed. An idle
-// record thus costs one round trip and one WAL flush. The batch behind a
+// A batch that waits for nothing sends its statements and its commit in
+// one round trip (an implicit transaction); one that must commit after its
+// predecessor sends BEGIN and its statements in one round trip and its
+// COMMIT in a second, once the predecessor committed. An idle record thus
+// costs one round trip and one WAL flush. The batch behind a
 // one-round-trip write may go at once (that write is already committing);
 // the batch behind a two-round-trip write waits until its statements ran.
 //

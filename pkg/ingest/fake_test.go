@@ -983,21 +983,23 @@ func TestFakeNaturalBatching(t *testing.T) {
 // While the newest batch in flight runs its statements, the next batch
 // waits, even with a slot free, and takes everything that arrived
 // meanwhile: at a steady trickle a pipeline slot does not carry one record
-// per transaction. A batch written in one round trip (nothing ahead of it
-// still writing) is committing from the start, so the batch behind it goes
-// at once.
+// per transaction. A batch runs its statements apart from its commit when
+// it shares a route with the write ahead of it: it waits until that write
+// holds its rows, and commits after it.
 func TestFakeNaturalBatchingWaitsForTheWriteAhead(t *testing.T) {
 	t.Parallel()
 	c := newFakeConsumer(0)
 	s := newFakeStore()
 	startFake(t, c, s, &fakeDLQ{})
 	calls, release := holdWrites(t, s, 2)
-	c.add(0, values(t, 1)...)
+	route := uuid.NewString()
+	c.add(0, passportValue(t, route, "route a"))
 	require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, time.Millisecond)
-	c.add(0, values(t, 1)...)
-	require.Eventually(t, func() bool { return calls.Load() == 2 }, 5*time.Second, time.Millisecond,
-		"the record behind a one-round-trip write goes at once")
+	c.add(0, passportValue(t, route, "route a, amended"))
+	time.Sleep(50 * time.Millisecond)
+	require.Equal(t, int32(1), calls.Load(), "the same route's next batch waits until the write ahead holds its rows")
 	release(1) // the first batch commits: a slot is free
+	require.Eventually(t, func() bool { return calls.Load() == 2 }, 5*time.Second, time.Millisecond)
 	require.Eventually(t, func() bool { return s.routes() == 1 }, 5*time.Second, time.Millisecond)
 	for _, v := range values(t, 5) {
 		c.add(0, v)
@@ -1006,10 +1008,40 @@ func TestFakeNaturalBatchingWaitsForTheWriteAhead(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	require.Equal(t, int32(2), calls.Load(), "no third write while the second runs its statements, though a slot is free")
 	release(2)
-	require.Eventually(t, func() bool { return s.routes() == 7 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return s.routes() == 6 }, 5*time.Second, time.Millisecond)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	require.Equal(t, []int{1, 1, 5}, s.counts, "the two lone records at once, then all that arrived behind them in one batch")
+	require.Equal(t, []int{1, 1, 5}, s.counts, "the two lone records one after the other, then all that arrived behind them in one batch")
+	require.Equal(t, 2, s.written[route])
+}
+
+// A batch that shares no route with the write ahead of it neither waits
+// for that write nor commits after it: it is written in one round trip of
+// its own, at once. Batches still report in order, so the slot it frees
+// waits for the write ahead too (a third batch could otherwise share a
+// route with that unfinished write unseen), and the offsets are committed
+// only up to the first unfinished record.
+func TestFakeBatchOfOtherRoutesCommitsWithoutWaiting(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	s := newFakeStore()
+	startFake(t, c, s, &fakeDLQ{})
+	calls, release := holdWrites(t, s, 1)
+	c.add(0, values(t, 1)...)
+	require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, time.Millisecond)
+	c.add(0, values(t, 1)...)
+	require.Eventually(t, func() bool { return s.routes() == 1 }, 5*time.Second, time.Millisecond,
+		"the second batch committed while the first still writes")
+	c.add(0, values(t, 1)...)
+	time.Sleep(150 * time.Millisecond) // beyond the commit interval
+	require.Equal(t, int32(2), calls.Load(), "no third batch before the first is done")
+	require.Equal(t, int64(0), c.committedAt(0), "no offset committed past the unfinished first record")
+	release(1)
+	require.Eventually(t, func() bool { return s.routes() == 3 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return c.committedAt(0) == 3 }, 5*time.Second, time.Millisecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.Equal(t, []int{1, 1, 1}, s.counts)
 }
 
 // Records that arrive while both pipeline slots are busy are parsed while

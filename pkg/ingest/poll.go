@@ -187,14 +187,25 @@ func (in *Ingestor) dispatch(ctx context.Context) {
 			in.pendingBytes -= len(it.rec().Value)
 			in.dispatched[it.rec().Partition]++
 		}
-		b := newBatch(items, in.last)
+		prev := in.last
+		b := newBatch(items, prev)
 		in.last = b
 		in.inflight++
 		in.wg.Add(1)
 		go func() {
 			defer in.wg.Done()
 			in.process(ctx, b)
+			// Report in dispatch order, so that a slot frees only when
+			// every earlier batch is done: a batch that shares no route
+			// with the one ahead commits without waiting for it
+			// (writeFast), and the batch after it must still find
+			// nothing but its own predecessor unfinished. prev always
+			// reports: process returns once ctx ends.
+			if prev != nil {
+				<-prev.reported
+			}
 			in.results <- b
+			close(b.reported)
 		}()
 	}
 }

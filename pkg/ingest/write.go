@@ -81,13 +81,26 @@ func (in *Ingestor) writeFast(ctx context.Context, b *batch, valid []*item) (err
 		return nil
 	}
 
-	if prev == nil || closed(prev.fastDone) {
-		// Nothing ahead is still writing: one round trip, statements and
-		// commit together.
-		if prev != nil && prev.fastFailed {
+	// chained: a predecessor still writing shares a route with us. One
+	// that shares none cannot hold a lock we need nor be overwritten by
+	// us, so we need not wait for it at all: we write and commit on our
+	// own, on a second backend, and our commit may share its WAL flush.
+	// Nothing else can be ahead of it: batches report in dispatch order
+	// (dispatch), so a slot frees only when every batch before it is done.
+	chained := prev != nil && !closed(prev.fastDone)
+	if chained {
+		if !wait(ctx, prev.parsed) {
+			return ctx.Err()
+		}
+		chained = overlaps(b.routes, prev.routes)
+	}
+	if !chained {
+		// One round trip, statements and commit together.
+		if prev != nil && closed(prev.fastDone) && prev.fastFailed {
 			return errPredecessorFailed
 		}
-		// The next batch may go now: it can only commit after this one.
+		// The next batch may go now: it waits for this one only where
+		// their routes meet.
 		committing()
 		if err := in.writeOnce(ctx, valid); err != nil {
 			in.noteDBError(ctx, err)
@@ -99,20 +112,13 @@ func (in *Ingestor) writeFast(ctx context.Context, b *batch, valid []*item) (err
 		return nil
 	}
 
-	if !wait(ctx, prev.parsed) {
+	// Wait until the predecessor holds its row locks, so that our rows
+	// queue behind its, and commit after it.
+	if !wait(ctx, prev.applied) {
 		return ctx.Err()
 	}
-	// A predecessor touching none of our routes cannot hold a lock we need
-	// nor be overwritten by us: write concurrently (PostgreSQL is CPU-bound
-	// here, and two backends use both cores). Otherwise wait until it holds
-	// its row locks, so that our rows queue behind its.
-	if overlaps(b.routes, prev.routes) {
-		if !wait(ctx, prev.applied) {
-			return ctx.Err()
-		}
-		if prev.applyFailed {
-			return errPredecessorFailed
-		}
+	if prev.applyFailed {
+		return errPredecessorFailed
 	}
 	tx, err := in.beginWrite(ctx, valid)
 	if err != nil {
