@@ -105,3 +105,44 @@ func TestDatabaseWriteTimeout(t *testing.T) {
 	require.Equal(t, 20, b.count(t, "select count(*) from route_passports"))
 	require.Empty(t, testenv.ReadAll(t, b.bootstrap, b.dlqTopic))
 }
+
+// A batch that shares no route with the batch ahead of it, still writing,
+// commits without waiting for it. Here the batch ahead waits for a row
+// lock held by a session of the ingestor's own application (so the wait
+// is ordering, not an outage), and the next record, of another route, is
+// written meanwhile; no offset is committed past the waiting record.
+func TestBatchOfOtherRoutesCommitsWhileTheBatchAheadWaits(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1, "")
+	ctx := context.Background()
+	r := b.start(t)
+	_, ids := b.warmUp(t, r, 1)
+
+	holder, err := b.pool.Begin(ctx) // application_name route-passport-ingestor, as the ingestor's
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Rollback(context.Background()) })
+	_, err = holder.Exec(ctx, "select 1 from route_passports where route_id = $1 for update", ids[0])
+	require.NoError(t, err)
+
+	first := testenv.Produce(t, b.bootstrap, b.topic,
+		testenv.Record{Key: []byte(ids[0]), Value: passportValue(t, ids[0], "route 0, amended")})
+	require.Eventually(t, func() bool {
+		return b.count(t, `select count(*) from pg_stat_activity
+			where datname = current_database() and application_name = 'route-passport-ingestor'
+			  and wait_event_type = 'Lock'`) == 1
+	}, 20*time.Second, 20*time.Millisecond, "the amendment waits for the held row")
+
+	recs, others := validRecords(t, 1)
+	second := testenv.Produce(t, b.bootstrap, b.topic, recs...)
+	require.Eventually(t, func() bool {
+		return b.count(t, "select count(*) from route_passports where route_id = $1", others[0]) == 1
+	}, 20*time.Second, 20*time.Millisecond, "the other route is written while the batch ahead waits")
+	require.LessOrEqual(t, b.committed(t)[0], first[0].Offset, "no offset committed past the waiting record")
+
+	require.NoError(t, holder.Rollback(ctx))
+	b.waitCommitted(t, endOffsets(second), 60*time.Second)
+	require.Equal(t, 1, b.count(t,
+		"select count(*) from route_passports where route_id = $1 and route_name_full = 'route 0, amended'", ids[0]))
+	require.NoError(t, r.stop(t))
+	require.Empty(t, testenv.ReadAll(t, b.bootstrap, b.dlqTopic))
+}
