@@ -83,10 +83,12 @@ func (in *Ingestor) writeFast(ctx context.Context, b *batch, valid []*item) (err
 
 	// chained: a predecessor still writing shares a route with us. One
 	// that shares none cannot hold a lock we need nor be overwritten by
-	// us, so we need not wait for it at all: we write and commit on our
-	// own, on a second backend, and our commit may share its WAL flush.
-	// Nothing else can be ahead of it: batches report in dispatch order
-	// (dispatch), so a slot frees only when every batch before it is done.
+	// us, so we do not wait for it: we write and commit on our own, on a
+	// second backend. (PostgreSQL still commits the two one after the
+	// other: every ingest transaction notifies, and notifying transactions
+	// commit one at a time.) No batch but prev can be unfinished: batches
+	// report in dispatch order (dispatch), so a slot frees only when every
+	// batch before it is done.
 	chained := prev != nil && !closed(prev.fastDone)
 	if chained {
 		if !wait(ctx, prev.parsed) {
