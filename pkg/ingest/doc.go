@@ -32,8 +32,9 @@
 //     later record wins), and commits only after N committed; if N failed,
 //     N+1 rolls back and is redone after N was dealt with;
 //   - when they share none, N+1 does not wait for N at all: both write and
-//     commit at once, on two backends, and N+1's commit may share N's WAL
-//     flush. Batches report to the poll loop in dispatch order, so a slot
+//     commit at once, on two backends (PostgreSQL still flushes the two
+//     commits one after the other: notifying transactions commit one at a
+//     time). Batches report to the poll loop in dispatch order, so a slot
 //     frees only when every earlier batch is done: N+2 never meets an
 //     unfinished N.
 //
