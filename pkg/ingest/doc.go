@@ -32,19 +32,19 @@
 //     later record wins), and commits only after N committed; if N failed,
 //     N+1 rolls back and is redone after N was dealt with;
 //   - when they share none, N+1 does not wait for N at all: both write and
-//     commit at once, on two backends (PostgreSQL still flushes the two
-//     commits one after the other: notifying transactions commit one at a
-//     time). Batches report to the poll loop in dispatch order, so a slot
-//     frees only when every earlier batch is done: N+2 never meets an
-//     unfinished N.
+//     commit at once, on two backends, and may share a WAL flush (N+1
+//     notifies the relay after its commit, in a transaction of its own:
+//     store.Passports.Write). Batches report to the poll loop in dispatch
+//     order, so a slot frees only when every earlier batch is done: N+2
+//     never meets an unfinished N.
 //
 // On this CPU-bound workload (jsonb parsing, index and foreign-key upkeep)
 // the second backend matters most.
 //
 // A batch that waits for nothing sends its statements and its commit in
-// one round trip (an implicit transaction); one that must commit after its
-// predecessor sends BEGIN and its statements in one round trip and its
-// COMMIT in a second, once the predecessor committed. An idle record thus
+// one round trip; one that must commit after its predecessor sends BEGIN
+// and its statements in one round trip and its COMMIT in a second, once
+// the predecessor committed. An idle record thus
 // costs one round trip and one WAL flush. The batch behind a
 // one-round-trip write may go at once (that write is already committing);
 // the batch behind a two-round-trip write waits until its statements ran.

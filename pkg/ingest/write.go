@@ -84,9 +84,8 @@ func (in *Ingestor) writeFast(ctx context.Context, b *batch, valid []*item) (err
 	// chained: a predecessor still writing shares a route with us. One
 	// that shares none cannot hold a lock we need nor be overwritten by
 	// us, so we do not wait for it: we write and commit on our own, on a
-	// second backend. (PostgreSQL still commits the two one after the
-	// other: every ingest transaction notifies, and notifying transactions
-	// commit one at a time.) No batch but prev can be unfinished: batches
+	// second backend (the two commits may share a WAL flush: see
+	// store.Passports.Write). No batch but prev can be unfinished: batches
 	// report in dispatch order (dispatch), so a slot frees only when every
 	// batch before it is done.
 	chained := prev != nil && !closed(prev.fastDone)

@@ -106,9 +106,9 @@ func TestClaimsAndMarksUnderSerializableDefault(t *testing.T) {
 
 // With default_transaction_isolation = serializable for the database, an
 // ingest write queued behind an uncommitted write of the same route fails
-// with 40001 once that one commits, if it runs at the default. BeginWrite
-// runs at read committed; Write, an implicit transaction at the default,
-// is written again at read committed. Both go through.
+// with 40001 once that one commits, if it runs at the default. Both
+// BeginWrite and Write begin their transactions at read committed, and go
+// through.
 func TestWritesUnderSerializableDefault(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

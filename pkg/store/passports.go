@@ -40,40 +40,67 @@ func (s *Passports) Ping(ctx context.Context) error {
 	return s.pool.Ping(ctx)
 }
 
-// Write writes accepted in a transaction of its own, in one round trip: the
-// statements go in one pipeline, which PostgreSQL runs as an implicit
-// transaction and commits at its end (fsync included). Nothing is left to
-// commit; on an error nothing was written, or, when the connection broke
-// after the pipeline was sent, possibly everything (writing again is
-// harmless: see [Passports.BeginWrite] for what is written).
+// Write writes accepted in a transaction of its own and then notifies
+// [NotifyChannel], in one round trip: BEGIN, the statements and COMMIT go in
+// one pipeline, the notification after them. Nothing is left to commit; on
+// an error nothing was written, or, when the connection broke after the
+// pipeline was sent, possibly everything (writing again is harmless: see
+// [Passports.BeginWrite] for what is written).
+//
+// The notification is a transaction of its own, which commits without
+// waiting for its WAL flush, because PostgreSQL commits notifying
+// transactions one at a time: each holds a database-wide lock from its
+// commit's start to its end, WAL flush included. Notifying inside the write,
+// concurrent writes would flush one after the other; this way they can
+// share a flush, and the lock is held for microseconds. The notification
+// only wakes the relay early, which polls too: one lost to a crash, or
+// failing after the commit, delays events but loses none, and Write still
+// returns nil.
 func (s *Passports) Write(ctx context.Context, accepted []passport.Accepted) error {
 	if len(accepted) == 0 {
 		return nil
 	}
-	b := &pgx.Batch{}
-	n, err := s.queue(b, accepted)
+	args, n, err := s.writeArgs(accepted)
 	if err != nil {
 		return err
 	}
-	err = s.pool.SendBatch(ctx, b).Close()
-	if Classify(err) == KindConflict {
-		// An implicit transaction has the session's default isolation;
-		// above read committed (a database's or role's
-		// default_transaction_isolation) concurrent writes lose
-		// serialization races. PostgreSQL rolled this one back: write
-		// again at read committed, the level the statements are
-		// written for.
-		err = retryConflicts(ctx, func() error {
-			tx, err := s.BeginWrite(ctx, accepted, 0)
-			if err != nil {
-				return err
-			}
-			return tx.Commit(ctx)
-		})
-	}
+	err = retryConflicts(ctx, func() error {
+		b := &pgx.Batch{}
+		// Explicitly read committed: see BeginWrite.
+		b.Queue(beginSQL)
+		b.Queue(writeSQL, args...)
+		b.Queue("commit")
+		b.Queue(hintSQL, NotifyChannel)
+		return sendCommitted(s.pool.SendBatch(ctx, b), b.Len()-1)
+	})
 	if err != nil {
 		return fmt.Errorf("write %d passports: %w", n, err)
 	}
+	return nil
+}
+
+// beginSQL begins a transaction at read committed, the level the write's
+// statements are written for.
+const beginSQL = "begin isolation level read committed"
+
+// hintSQL notifies the channel given as $1 in a transaction that commits
+// without waiting for its WAL flush (set_config's third argument keeps the
+// setting to that transaction).
+const hintSQL = "select set_config('synchronous_commit', 'off', true), pg_notify($1, '')"
+
+// sendCommitted reads the results of br, whose first committed queries end
+// with a COMMIT, and returns the first error among them. The results after
+// the COMMIT are read and their errors dropped: the write holds. On an
+// error the connection is left in the failed transaction, and the pool
+// closes it on release.
+func sendCommitted(br pgx.BatchResults, committed int) error {
+	for range committed {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close() // the same error
+			return err
+		}
+	}
+	_ = br.Close()
 	return nil
 }
 
@@ -130,9 +157,13 @@ func (s *Passports) BeginWrite(ctx context.Context, accepted []passport.Accepted
 	if maxIdle > 0 {
 		b.Queue(idleBoundSQL, max(maxIdle.Milliseconds(), 1))
 	}
-	n, err := s.queue(b, accepted)
+	args, n, err := s.writeArgs(accepted)
 	if err != nil {
 		return nil, err
+	}
+	if n > 0 {
+		b.Queue(writeSQL, args...)
+		b.Queue(notifySQL, NotifyChannel)
 	}
 	br := s.pool.SendBatch(ctx, b)
 	tx := br.Tx()
@@ -182,9 +213,10 @@ func (t *passportTx) Rollback(ctx context.Context) error {
 	return nil
 }
 
-// queue queues the statements that write accepted (see
-// [Passports.BeginWrite]) on b and returns how many routes they write.
-func (s *Passports) queue(b *pgx.Batch, accepted []passport.Accepted) (int, error) {
+// writeArgs returns the arguments of writeSQL that write accepted (see
+// [Passports.BeginWrite]) and how many routes they write; none when
+// accepted is empty.
+func (s *Passports) writeArgs(accepted []passport.Accepted) ([]any, int, error) {
 	first := make(map[string]int, len(accepted))
 	last := make(map[string]int, len(accepted))
 	order := make([]string, 0, len(accepted))
@@ -201,21 +233,20 @@ func (s *Passports) queue(b *pgx.Batch, accepted []passport.Accepted) (int, erro
 	or := newOutboxRows(2 * len(order))
 	for _, id := range order {
 		if err := pr.add(&accepted[last[id]]); err != nil {
-			return 0, err
+			return nil, 0, err
 		}
 		if err := or.add(accepted[first[id]].Events); err != nil {
-			return 0, err
+			return nil, 0, err
 		}
 	}
-	if len(order) > 0 {
-		args := append(append(pr.args(), or.args()...), s.maxAttempts)
-		if s.reserve {
-			args[0] = reserved[[]pgtype.UUID]{size: pr.size() + or.size(), value: pr.routeID}
-		}
-		b.Queue(writeSQL, args...)
-		b.Queue(notifySQL, NotifyChannel)
+	if len(order) == 0 {
+		return nil, 0, nil
 	}
-	return len(order), nil
+	args := append(append(pr.args(), or.args()...), s.maxAttempts)
+	if s.reserve {
+		args[0] = reserved[[]pgtype.UUID]{size: pr.size() + or.size(), value: pr.routeID}
+	}
+	return args, len(order), nil
 }
 
 // writeSQL upserts the passports and inserts the outbox rows of those it

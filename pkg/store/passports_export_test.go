@@ -1,8 +1,6 @@
 package store
 
 import (
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pcp/route-processing/pkg/passport"
 )
 
@@ -14,11 +12,8 @@ const IdleBoundSQL = idleBoundSQL
 
 // WriteArgs returns the arguments of s's ingest write of accepted.
 func WriteArgs(s *Passports, accepted []passport.Accepted) ([]any, error) {
-	b := &pgx.Batch{}
-	if _, err := s.queue(b, accepted); err != nil {
-		return nil, err
-	}
-	return b.QueuedQueries[0].Arguments, nil
+	args, _, err := s.writeArgs(accepted)
+	return args, err
 }
 
 // Reservation returns a reserved argument's size and value; ok is false

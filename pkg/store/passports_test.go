@@ -298,8 +298,8 @@ func TestPassportsHeldWriteKeepsAStricterSetting(t *testing.T) {
 	check("8001ms", 8*time.Second, "8s")
 }
 
-// Write is one implicit transaction: a statement that fails leaves nothing
-// of the others behind.
+// Write is one transaction: a statement that fails leaves nothing of the
+// others behind.
 func TestPassportsWriteIsAtomic(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
