@@ -49,8 +49,8 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	log := logger.With("component", "relay")
 	reg := obs.NewRegistry()
 	ready := obs.NewReadiness(reg, "route_passport_outbox_relay")
-	ready.Set("postgres", "starting")
-	ready.Set("kafka", "starting")
+	ready.Set(relay.ComponentPostgres, "starting")
+	ready.Set(relay.ComponentKafka, "starting")
 
 	// Tracing and the producer are set up before anything is logged or
 	// served, so that a setting they refuse stops the process with its one

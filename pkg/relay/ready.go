@@ -4,6 +4,12 @@ import (
 	"github.com/pcp/route-processing/pkg/obs"
 )
 
+// Readiness components reported by the relay.
+const (
+	ComponentPostgres = "postgres"
+	ComponentKafka    = "kafka" // the output's brokers
+)
+
 // setReady records component's state for /readyz: ready when reason is "".
 func (r *Relay) setReady(component, reason string) {
 	if r.cfg.Readiness == nil {
@@ -22,7 +28,7 @@ func (r *Relay) setDBReady(during string, err error) {
 	if reason != "" && during != "" {
 		reason = during + ": " + reason
 	}
-	r.setReady("postgres", reason)
+	r.setReady(ComponentPostgres, reason)
 }
 
 // dbFailed reports a failed database call (err, during as for setDBReady):
@@ -49,7 +55,7 @@ func (r *Relay) setKafkaReady(err error) {
 	if err != nil {
 		reason = err.Error()
 	}
-	r.setReady("kafka", reason)
+	r.setReady(ComponentKafka, reason)
 }
 
 // showKafkaReady applies the pause flag to the recorded cluster state.

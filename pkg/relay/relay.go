@@ -114,7 +114,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	// claimed while Kafka is unreachable would only be given back), and
 	// "postgres" turns ready with the first successful claim, or, while
 	// Kafka is down, the first pause-flag read (showDBWhileNoClaims).
-	r.setReady("postgres", "not connected yet")
+	r.setReady(ComponentPostgres, "not connected yet")
 	r.dbByControl.Store(true)
 	r.kafkaDown.Store(true)
 	r.setKafkaReady(errors.New("not probed yet"))
