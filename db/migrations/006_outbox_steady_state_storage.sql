@@ -4,11 +4,13 @@
 -- forever, so the table lives on how cheap a version is and how soon
 -- vacuum takes the dead ones back. See docs/capacity.md for the figures.
 --
--- toast_tuple_target = 128: a payload (~1.9 KB of jsonb, just under the
--- 2 KB at which PostgreSQL toasts by itself) is stored out of line, so the
--- heap tuple is ~200 bytes and the claim and mark updates copy those, not
--- the payload: the TOAST value is written once at ingest and removed once
--- by the retention delete. (It applies to rows written from now on.)
+-- toast_tuple_target = 128: a row that PostgreSQL toasts at all (past
+-- 2,032 bytes, a threshold no table setting moves) has its payload stored
+-- out of line, so its heap tuple is ~300 bytes and the claim and mark
+-- updates copy those, not the payload: the TOAST value is written once at
+-- ingest and removed once by the retention delete. A typical row (~1.97 KB,
+-- most of it the payload's jsonb) stays inline whatever this says. (It
+-- applies to rows written from now on.)
 --
 -- Autovacuum per table, for the outbox heap and its TOAST table: the
 -- defaults (20 % of the table + 50 dead rows, throttled to cost 200 per
