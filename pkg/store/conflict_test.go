@@ -120,16 +120,7 @@ func TestWritesUnderSerializableDefault(t *testing.T) {
 	pool.Reset()
 	s := store.NewPassports(pool, 3)
 
-	for name, write := range map[string]func(passport.Accepted) error{
-		"Write": func(acc passport.Accepted) error { return s.Write(ctx, []passport.Accepted{acc}) },
-		"BeginWrite": func(acc passport.Accepted) error {
-			tx, err := s.BeginWrite(ctx, []passport.Accepted{acc}, 0)
-			if err != nil {
-				return err
-			}
-			return tx.Commit(ctx)
-		},
-	} {
+	for name, write := range bothWrites(ctx, s) {
 		id := uuid.NewString()
 		first, err := s.BeginWrite(ctx, []passport.Accepted{passportRecord(t, id, "insert", "t1", 1)}, 0)
 		require.NoError(t, err, name)

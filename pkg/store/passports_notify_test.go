@@ -39,16 +39,7 @@ func TestPassportsWritesNotify(t *testing.T) {
 	_, err = l.Exec(ctx, "listen "+store.NotifyChannel)
 	require.NoError(t, err)
 
-	for name, write := range map[string]func(passport.Accepted) error{
-		"Write": func(acc passport.Accepted) error { return s.Write(ctx, []passport.Accepted{acc}) },
-		"BeginWrite": func(acc passport.Accepted) error {
-			tx, err := s.BeginWrite(ctx, []passport.Accepted{acc}, 0)
-			if err != nil {
-				return err
-			}
-			return tx.Commit(ctx)
-		},
-	} {
+	for name, write := range bothWrites(ctx, s) {
 		id := uuid.NewString()
 		require.NoError(t, write(passportRecord(t, id, name, "t", 1)), name)
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -40,6 +40,21 @@ func passportRecord(t *testing.T, routeID, name, traceID string, offset int64, h
 	return passport.Accept(p, record.Record{Topic: "in", Partition: 0, Offset: offset, Key: []byte("k"), Value: v, Headers: headers}, events)
 }
 
+// bothWrites are the two ways of writing one passport, by name: Write, and
+// BeginWrite followed by Commit.
+func bothWrites(ctx context.Context, s *store.Passports) map[string]func(passport.Accepted) error {
+	return map[string]func(passport.Accepted) error{
+		"Write": func(acc passport.Accepted) error { return s.Write(ctx, []passport.Accepted{acc}) },
+		"BeginWrite": func(acc passport.Accepted) error {
+			tx, err := s.BeginWrite(ctx, []passport.Accepted{acc}, 0)
+			if err != nil {
+				return err
+			}
+			return tx.Commit(ctx)
+		},
+	}
+}
+
 func TestPassportsWrite(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
