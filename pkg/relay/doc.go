@@ -106,7 +106,8 @@
 // Behind a transaction pooler LISTEN hears nothing. The relay notices it
 // by a probe after each (re)connect of the listener ([Relay.Connected]: a
 // notification sent through the pool that does not come back within 3 s),
-// or by rows that a poll finds and no notification announced, and
+// or by rows that a poll finds and no notification announced (none within
+// 3 s of the claim either: the ingestor notifies just after its commit), and
 // reports route_passport_outbox_relay_wakeup_mode{mode="poll"}, logging the
 // change once; the next notification switches it back to "notify".
 //

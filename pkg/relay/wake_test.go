@@ -131,5 +131,33 @@ func TestRowsFromBeforeTheListenerReconnectedAreNoMiss(t *testing.T) {
 	claimed = time.Now()
 	rows[0].AgeAtClaim = time.Millisecond // created after the reconnect
 	r.notePoll(ctx, prevClaim, claimed, rows)
-	require.Equal(t, modePoll, mode(), "a row created after the reconnect, never announced, is a miss")
+	require.Eventually(t, func() bool { return mode() == modePoll }, probeWait+2*time.Second, 10*time.Millisecond,
+		"a row created after the reconnect, never announced, is a miss")
+}
+
+// TestNotificationJustAfterThePollIsNoMiss: a poll may see rows before
+// their notification arrives (the ingestor notifies just after its
+// commit); a notification within probeWait of the claim means LISTEN
+// works, and the relay does not say it polls, not even for a moment.
+func TestNotificationJustAfterThePollIsNoMiss(t *testing.T) {
+	t.Parallel()
+	r := newTestRelay(t, &fakeOutbox{}, &fakePublisher{}, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mode := func() string {
+		r.modeMu.Lock()
+		defer r.modeMu.Unlock()
+		return r.mode
+	}
+
+	prevClaim := time.Now()
+	time.Sleep(5 * time.Millisecond)
+	rows := testRows(1)
+	rows[0].AgeAtClaim = time.Millisecond // created after the previous claim
+	r.notePoll(ctx, prevClaim, time.Now(), rows)
+	require.Equal(t, modeNotify, mode(), "not yet: the notification may be on its way")
+	time.Sleep(10 * time.Millisecond)
+	r.Notified()
+	time.Sleep(probeWait + time.Second)
+	require.Equal(t, modeNotify, mode(), "the notification came")
 }

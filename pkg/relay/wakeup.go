@@ -125,8 +125,9 @@ func (r *Relay) Notified() {
 // claim returned, claimed when this one did. Rows created after prevClaim
 // (by the relay's clock: the claim's time less the row's age by the
 // database's), with no notification since,
-// were never announced: behind PgBouncer in transaction mode LISTEN
-// succeeds and hears nothing. Rows due again after a retry are old and do
+// were never announced, unless a notification comes within probeWait of
+// the claim: behind PgBouncer in transaction mode LISTEN succeeds and hears
+// nothing. Rows due again after a retry are old and do
 // not count, nor do rows created before the listener's last (re)connect:
 // their notifications went while nobody listened (PostgreSQL restarted),
 // and counting them made every restart log that notifications do not
@@ -146,13 +147,19 @@ func (r *Relay) notePoll(ctx context.Context, prevClaim, claimed time.Time, rows
 			break
 		}
 	}
-	// One such poll is enough: with a working LISTEN the rows'
-	// notification arrives within a millisecond of their commit, long
-	// before a claim that sees them has returned, so a miss means
-	// notifications do not arrive (a false alarm is corrected by the next
-	// notification).
+	// One such poll is enough, once no notification followed it within
+	// probeWait. Not at once: the claim may see the rows before their
+	// notification arrives. The ingestor notifies just after its commit,
+	// in a transaction of its own (store.Passports.Write), which may wait
+	// for another notifying transaction's flush; a working LISTEN hears it
+	// within milliseconds, as it hears the probe. (A false alarm is
+	// corrected by the next notification.)
 	if fresh {
-		r.setMode(ctx, modePoll)
+		time.AfterFunc(probeWait, func() {
+			if ctx.Err() == nil && r.lastNotify.Load() < claimed.UnixNano() {
+				r.setMode(ctx, modePoll)
+			}
+		})
 	}
 }
 
