@@ -111,11 +111,6 @@ func TestRowsFromBeforeTheListenerReconnectedAreNoMiss(t *testing.T) {
 	r := newTestRelay(t, &fakeOutbox{}, &fakePublisher{}, Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mode := func() string {
-		r.modeMu.Lock()
-		defer r.modeMu.Unlock()
-		return r.mode
-	}
 
 	prevClaim := time.Now()
 	rows := testRows(1)
@@ -125,13 +120,13 @@ func TestRowsFromBeforeTheListenerReconnectedAreNoMiss(t *testing.T) {
 	claimed := time.Now()
 	rows[0].AgeAtClaim = claimed.Sub(created)
 	r.notePoll(ctx, prevClaim, claimed, rows)
-	require.NotEqual(t, modePoll, mode(), "rows from before the reconnect count as a miss")
+	require.NotEqual(t, modePoll, r.wakeMode(), "rows from before the reconnect count as a miss")
 
 	time.Sleep(5 * time.Millisecond)
 	claimed = time.Now()
 	rows[0].AgeAtClaim = time.Millisecond // created after the reconnect
 	r.notePoll(ctx, prevClaim, claimed, rows)
-	require.Eventually(t, func() bool { return mode() == modePoll }, probeWait+2*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return r.wakeMode() == modePoll }, probeWait+2*time.Second, 10*time.Millisecond,
 		"a row created after the reconnect, never announced, is a miss")
 }
 
@@ -144,20 +139,15 @@ func TestNotificationJustAfterThePollIsNoMiss(t *testing.T) {
 	r := newTestRelay(t, &fakeOutbox{}, &fakePublisher{}, Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mode := func() string {
-		r.modeMu.Lock()
-		defer r.modeMu.Unlock()
-		return r.mode
-	}
 
 	prevClaim := time.Now()
 	time.Sleep(5 * time.Millisecond)
 	rows := testRows(1)
 	rows[0].AgeAtClaim = time.Millisecond // created after the previous claim
 	r.notePoll(ctx, prevClaim, time.Now(), rows)
-	require.Equal(t, modeNotify, mode(), "not yet: the notification may be on its way")
+	require.Equal(t, modeNotify, r.wakeMode(), "not yet: the notification may be on its way")
 	time.Sleep(10 * time.Millisecond)
 	r.Notified()
 	time.Sleep(probeWait + time.Second)
-	require.Equal(t, modeNotify, mode(), "the notification came")
+	require.Equal(t, modeNotify, r.wakeMode(), "the notification came")
 }

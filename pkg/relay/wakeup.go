@@ -48,9 +48,7 @@ func (r *Relay) watchListener(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		r.modeMu.Lock()
-		polling := r.mode == modePoll
-		r.modeMu.Unlock()
+		polling := r.wakeMode() == modePoll
 		// Not again before the last new connection was made: asked again
 		// while it connects (a first host that hangs takes its
 		// connect_timeout), it would never reach the next host.
@@ -161,6 +159,13 @@ func (r *Relay) notePoll(ctx context.Context, prevClaim, claimed time.Time, rows
 			}
 		})
 	}
+}
+
+// wakeMode is the wake-up mode: modeNotify or modePoll.
+func (r *Relay) wakeMode() string {
+	r.modeMu.Lock()
+	defer r.modeMu.Unlock()
+	return r.mode
 }
 
 // setMode records the wake-up mode in the gauge, and logs each change.
