@@ -8,7 +8,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/pcp/route-processing/pkg/backoff"
 	"github.com/pcp/route-processing/pkg/passport"
 	"github.com/pcp/route-processing/pkg/store"
 )
@@ -237,155 +236,6 @@ func (in *Ingestor) noteDBError(ctx context.Context, err error) {
 	}
 }
 
-// splitAfterFailures is how many times in a row a span of several records
-// fails as "unavailable" while the database answers pings before it is
-// split, and how many times a lone record runs out of its bound so before
-// it counts as stuck (an outage).
-const splitAfterFailures = 2
-
-// writeSlow writes items, in order, one transaction per span: a span the
-// database refuses because of one record is split in halves until that
-// record is alone; a lone refused record is retried RecordRetries times and
-// then dead-lettered as RETRYABLE. While the database is unavailable the
-// same span is retried with backoff; a span of several records that keeps
-// failing so while the database answers pings is split in halves too, in
-// case its size is the problem (a statement too large, a timeout). A
-// timeout is never a refusal: store.Classify makes it KindUnavailable. It
-// returns when every record is written or dead-lettered, or when ctx ends.
-// When a span was split because it timed out, fits is the most records a
-// span wrote afterwards and tooBig the smallest span split so (both 0
-// otherwise).
-//
-// A lone record that keeps timing out while the database answers pings is
-// not slow but stuck (a lock that a statement_timeout shorter than the
-// stuck-write probe's wait cuts before the probe sees it): that is an
-// outage.
-func (in *Ingestor) writeSlow(ctx context.Context, items []*item, firstErr error) (fits, tooBig int) {
-	queue := [][]*item{items}
-	if store.Classify(firstErr) == store.KindRecord && len(items) > 1 {
-		queue = halves(items)
-	}
-	bo := backoff.New(in.cfg.MinBackoff, in.cfg.MaxBackoff)         // database unavailable
-	refusedBo := backoff.New(in.cfg.MinBackoff, in.cfg.MaxBackoff)  // one record refused
-	conflictBo := backoff.New(in.cfg.MinBackoff, in.cfg.MaxBackoff) // lost races in a row
-	refused := map[*item]int{}
-	unavailable := 0 // failures in a row of queue[0] as unavailable while the database answers
-	conflicts := 0   // failures in a row of queue[0] as a lost race
-	for len(queue) > 0 {
-		span := in.ownedItems(queue[0])
-		if len(span) == 0 {
-			queue = queue[1:]
-			continue
-		}
-		queue[0] = span
-		err := in.writeOnce(ctx, span)
-		kind := store.Classify(err)
-		if kind != store.KindUnavailable {
-			unavailable = 0
-		}
-		if kind != store.KindConflict {
-			conflicts = 0
-		}
-		switch kind {
-		case store.KindNone:
-			in.dbHealth.ok(ctx)
-			bo.Reset()
-			in.markWritten(span)
-			if tooBig > 0 { // after a split for a timeout
-				fits = max(fits, len(span))
-			}
-			queue = queue[1:]
-		case store.KindCanceled:
-			return fits, tooBig
-		case store.KindConflict:
-			// Lost a race with a concurrent transaction more often than
-			// store.Write runs it again (a deadlock with another
-			// ingestor on the same routes): the database answers and
-			// the span is fine, so neither a pause nor a split; again
-			// after a pause that grows.
-			in.dbHealth.ok(ctx)
-			bo.Reset()
-			if conflicts++; conflicts == 1 {
-				conflictBo.Reset()
-			}
-			in.logger.InfoContext(ctx, "a write lost a race with a concurrent transaction; retrying",
-				"records", len(span), "attempt", conflicts, "err", err)
-			if !backoff.Sleep(ctx, conflictBo.Next()) {
-				return fits, tooBig
-			}
-		case store.KindRecord:
-			in.dbHealth.ok(ctx) // it answered
-			bo.Reset()
-			if len(span) > 1 {
-				queue = append(halves(span), queue[1:]...)
-				continue
-			}
-			it := span[0]
-			refused[it]++
-			if refused[it] <= in.cfg.RecordRetries {
-				in.logger.WarnContext(ctx, "database refused a record; retrying it",
-					append(recordAttrs(it), "attempt", refused[it], "err", err)...)
-				if refused[it] == 1 {
-					refusedBo.Reset()
-				}
-				if !backoff.Sleep(ctx, refusedBo.Next()) {
-					return fits, tooBig
-				}
-				continue
-			}
-			in.deadLetter(ctx, span, databaseReason(err, refused[it]))
-			queue = queue[1:]
-		default:
-			if ctx.Err() != nil {
-				return fits, tooBig
-			}
-			slow := in.slow(ctx, err)
-			// A lone record that times out again is stuck, not slow (the
-			// outage logs once, not per retry).
-			stuck := slow && len(span) == 1 && unavailable+1 >= splitAfterFailures
-			if slow && !stuck {
-				// err tells whose bound it was: ours (a deadline) or the
-				// server's statement_timeout.
-				in.logger.WarnContext(ctx, "a write ran out of its time bound while the database answers; retrying",
-					"records", len(span), "bound", in.onceTimeout(), "attempt", unavailable+1, "err", err)
-			} else {
-				in.dbHealth.fail(ctx, err)
-			}
-			// A failure while the database does not answer is the
-			// outage's, not the span's: at a failover the span fails
-			// while the primary is gone and once more as the standby
-			// takes over, and must not be split for that. After a
-			// timeout slow has already pinged; ping only after others.
-			answers := slow || (!store.TimedOut(err) && in.pings(ctx))
-			if answers {
-				unavailable++
-			} else {
-				unavailable = 0
-			}
-			if len(span) > 1 && unavailable >= splitAfterFailures {
-				in.logger.WarnContext(ctx, "the database answers but keeps failing a write; splitting it",
-					"records", len(span), "attempts", unavailable, "err", err)
-				queue = append(halves(span), queue[1:]...)
-				unavailable = 0
-				if store.TimedOut(err) {
-					if tooBig == 0 || len(span) < tooBig {
-						tooBig = len(span)
-					}
-					// New spans, not the same one failing: the descent to a
-					// size that fits (or to a stuck lone record) must not
-					// wait out a backoff grown at the sizes above.
-					bo.Reset()
-				}
-			}
-			// A probe that reaches the database again ends the wait.
-			if !in.dbHealth.sleep(ctx, bo.Next()) {
-				return fits, tooBig
-			}
-		}
-	}
-	return fits, tooBig
-}
-
 func (in *Ingestor) markWritten(items []*item) {
 	now := time.Now()
 	for _, it := range items {
@@ -393,9 +243,4 @@ func (in *Ingestor) markWritten(items []*item) {
 		in.metrics.stageCommitted.Observe(now.Sub(it.parsed).Seconds())
 	}
 	in.metrics.success.Add(float64(len(items)))
-}
-
-func halves(items []*item) [][]*item {
-	mid := len(items) / 2
-	return [][]*item{items[:mid:mid], items[mid:]}
 }
