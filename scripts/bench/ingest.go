@@ -33,6 +33,7 @@ func (b *bench) ingestPhase(deadline time.Time) ingestResults {
 			break
 		}
 		say("bench:   default: %.0f passports/s (%s to the end)", d.rate, d.toEnd.Round(time.Millisecond))
+		b.vacuumKept(d.db)
 		say("bench: ingest run %d/%d: INGEST_BATCH_SIZE=1 ...", run+1, b.cfg.runs)
 		o, err := b.ingestRun("one", "1", run, b.cfg.perMessageCap)
 		if err != nil {

@@ -200,7 +200,7 @@ func (b *bench) latencyRun(run, rate int, r *latencySeries) error {
 	if len(slow) == 0 {
 		slow = []string{"none"}
 	}
-	r.slow = append(r.slow, fmt.Sprintf("run %d at %s/s: checkpoints %d; worst input lag %d records; worst oldest-pending-row age %.2f s; %s; seconds with a latency over 100 ms (send second:worst [PostgreSQL's top wait events then, avg. backends; what autovacuum was doing; the cores each process used then, and the whole machine]): %s; the disk probe's syncs p50 / p99 / max %.1f / %.1f / %.1f ms, seconds with a sync over 20 ms (second:worst): %s; autovacuum in this database (seconds): %s",
+	r.slow = append(r.slow, fmt.Sprintf("run %d at %s/s: checkpoints %d; worst input lag %d records; worst oldest-pending-row age %.2f s; %s; seconds with a latency over 100 ms (send second:worst [PostgreSQL's top wait events then, avg. backends; what autovacuum was doing; the cores each process used then, and the whole machine]): %s; the disk probe's syncs p50 / p99 / max %.1f / %.1f / %.1f ms, seconds with a sync over 20 ms (second:worst): %s; autovacuum (seconds; a worker in another database of the cluster with its name first): %s",
 		run+1, groupDigits(int64(rate)), ckpt1-ckpt0, maxLag, maxPendingAge, &shape, strings.Join(slow, " "),
 		pct(disk.syncs, 0.50), pct(disk.syncs, 0.99), pct(disk.syncs, 1), disk.slowSeconds(20*time.Millisecond, int(b.cfg.e2eFor/time.Second)), obs.vacuumSeconds()))
 	return nil

@@ -36,9 +36,12 @@ type observation struct {
 	// in a slow second.
 	secondWaits   map[int]map[string]int
 	secondSamples map[int]int
-	// What each autovacuum worker of db was doing, per second ("VACUUM
-	// public.route_passports"): a worker's wait events alone do not say
-	// which table, nor whether the outbox's unthrottled settings apply.
+	// What each autovacuum worker was doing, per second ("VACUUM
+	// public.route_passports"; a worker in another database of the
+	// cluster with that database's name first, "ingest_default_0: VACUUM
+	// …", since its CPU and WAL share the machine and the disk with the
+	// run's): a worker's wait events alone do not say which table, nor
+	// whether the outbox's unthrottled settings apply.
 	secondVacuums map[int]map[string]bool
 	// CPU seconds per second of the run (that is, cores) of each process
 	// the run looks at (the service's, "postgres" for the cluster's
@@ -245,10 +248,10 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 				continue
 			}
 			qctx, cancel := context.WithTimeout(ctx, time.Second)
-			rows, qerr := conn.Query(qctx, `select pid, coalesce(datname, '') = $1, coalesce(state = 'active', false),
+			rows, qerr := conn.Query(qctx, `select pid, coalesce(datname, ''), coalesce(state = 'active', false),
 				coalesce(wait_event_type || ':' || wait_event, 'CPU'),
 				case when backend_type = 'autovacuum worker' then regexp_replace(coalesce(query, ''), '^autovacuum: ', '') else '' end
-				from pg_stat_activity where pid <> pg_backend_pid()`, db)
+				from pg_stat_activity where pid <> pg_backend_pid()`)
 			if qerr == nil {
 				o.samples++
 				o.secondSamples[sec]++
@@ -257,11 +260,12 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 				}
 				for rows.Next() {
 					var pid int
-					var ours, active bool
-					var wait, vacuum string
-					if rows.Scan(&pid, &ours, &active, &wait, &vacuum) != nil {
+					var active bool
+					var dbName, wait, vacuum string
+					if rows.Scan(&pid, &dbName, &active, &wait, &vacuum) != nil {
 						continue
 					}
+					ours := dbName == db
 					c := machine.ProcCPU(pid)
 					// A backend's CPU counts from its first sample on.
 					if prev, ok := pgLast[pid]; ok {
@@ -272,7 +276,10 @@ func (b *bench) startSampler(db string, procs map[string]*e2e.Proc) *sampler {
 						o.waits[wait]++
 						o.secondWaits[sec][wait]++
 					}
-					if ours && vacuum != "" {
+					if vacuum != "" {
+						if !ours {
+							vacuum = dbName + ": " + vacuum
+						}
 						if o.secondVacuums[sec] == nil {
 							o.secondVacuums[sec] = map[string]bool{}
 						}
