@@ -41,79 +41,111 @@ var errPredecessorFailed = errors.New("predecessor batch failed")
 // writeFast writes valid in one transaction, ordered after b.prev. It
 // always closes b.applied, b.committing and b.fastDone.
 func (in *Ingestor) writeFast(ctx context.Context, b *batch, valid []*item) (err error) {
-	prev := b.prev
-	appliedClosed, committingClosed := false, false
-	committing := func() {
-		if !committingClosed {
-			committingClosed = true
-			close(b.committing)
-		}
-	}
-	defer func() {
-		if !appliedClosed {
-			b.applyFailed = true
-			close(b.applied)
-		}
-		committing()
-		b.fastFailed = err != nil
-		close(b.fastDone)
-	}()
-
+	sig := &fastSignals{b: b}
+	defer func() { sig.done(err) }()
 	if len(valid) == 0 {
-		// Nothing to write, but successors must still see the state of
-		// the chain before this batch.
-		if prev != nil {
-			if !wait(ctx, prev.applied) {
-				return ctx.Err()
-			}
-			b.applyFailed = prev.applyFailed
-			appliedClosed = true
-			close(b.applied)
-			committing()
-			if !wait(ctx, prev.fastDone) {
-				return ctx.Err()
-			}
-			if prev.fastFailed {
-				return errPredecessorFailed
-			}
-		}
-		return nil
+		return followEmpty(ctx, b.prev, sig)
 	}
-
-	// chained: a predecessor still writing shares a route with us. One
-	// that shares none cannot hold a lock we need nor be overwritten by
-	// us, so we do not wait for it: we write and commit on our own, on a
-	// second backend (the two commits may share a WAL flush: see
-	// store.Passports.Write). No batch but prev can be unfinished: batches
-	// report in dispatch order (dispatch), so a slot frees only when every
-	// batch before it is done.
-	chained := prev != nil && !closed(prev.fastDone)
+	chained, err := chainedTo(ctx, b)
+	if err != nil {
+		return err
+	}
 	if chained {
-		if !wait(ctx, prev.parsed) {
-			return ctx.Err()
-		}
-		chained = overlaps(b.routes, prev.routes)
+		return in.writeChained(ctx, b.prev, valid, sig)
 	}
-	if !chained {
-		// One round trip, statements and commit together.
-		if prev != nil && closed(prev.fastDone) && prev.fastFailed {
-			return errPredecessorFailed
-		}
-		// The next batch may go now: it waits for this one only where
-		// their routes meet.
-		committing()
-		if err := in.writeOnce(ctx, valid); err != nil {
-			in.noteDBError(ctx, err)
-			return err
-		}
-		appliedClosed = true
-		close(b.applied)
-		in.dbHealth.ok(ctx)
+	return in.writeAlone(ctx, b.prev, valid, sig)
+}
+
+// fastSignals closes a batch's signals to the batch after it, each once:
+// applied (with applyFailed), committing, and fastDone last (with
+// fastFailed). See batch.
+type fastSignals struct {
+	b                               *batch
+	appliedClosed, committingClosed bool
+}
+
+func (s *fastSignals) applied(failed bool) {
+	if !s.appliedClosed {
+		s.appliedClosed = true
+		s.b.applyFailed = failed
+		close(s.b.applied)
+	}
+}
+
+func (s *fastSignals) committing() {
+	if !s.committingClosed {
+		s.committingClosed = true
+		close(s.b.committing)
+	}
+}
+
+// done ends the fast attempt with err: whatever was not signalled yet did
+// not happen.
+func (s *fastSignals) done(err error) {
+	s.applied(true)
+	s.committing()
+	s.b.fastFailed = err != nil
+	close(s.b.fastDone)
+}
+
+// followEmpty ends the fast attempt of a batch with nothing to write: its
+// successor must still see the state of the chain before it.
+func followEmpty(ctx context.Context, prev *batch, sig *fastSignals) error {
+	if prev == nil {
 		return nil
 	}
+	if !wait(ctx, prev.applied) {
+		return ctx.Err()
+	}
+	sig.applied(prev.applyFailed)
+	sig.committing()
+	if !wait(ctx, prev.fastDone) {
+		return ctx.Err()
+	}
+	if prev.fastFailed {
+		return errPredecessorFailed
+	}
+	return nil
+}
 
-	// Wait until the predecessor holds its row locks, so that our rows
-	// queue behind its, and commit after it.
+// chainedTo reports whether b must commit after b.prev: a predecessor
+// still writing shares a route with it. One that shares none cannot hold
+// a lock b needs nor be overwritten by b, so b does not wait for it: it
+// writes and commits on its own, on a second backend (the two commits may
+// share a WAL flush: see store.Passports.Write). No batch but prev can be
+// unfinished: batches report in dispatch order (dispatch), so a slot frees
+// only when every batch before it is done.
+func chainedTo(ctx context.Context, b *batch) (bool, error) {
+	prev := b.prev
+	if prev == nil || closed(prev.fastDone) {
+		return false, nil
+	}
+	if !wait(ctx, prev.parsed) {
+		return false, ctx.Err()
+	}
+	return overlaps(b.routes, prev.routes), nil
+}
+
+// writeAlone writes valid with its commit in one round trip.
+func (in *Ingestor) writeAlone(ctx context.Context, prev *batch, valid []*item, sig *fastSignals) error {
+	if prev != nil && closed(prev.fastDone) && prev.fastFailed {
+		return errPredecessorFailed
+	}
+	// The next batch may go now: it waits for this one only where their
+	// routes meet.
+	sig.committing()
+	if err := in.writeOnce(ctx, valid); err != nil {
+		in.noteDBError(ctx, err)
+		return err
+	}
+	sig.applied(false)
+	in.dbHealth.ok(ctx)
+	return nil
+}
+
+// writeChained writes valid once prev holds its row locks, so that its
+// rows queue behind prev's, and commits after prev.
+func (in *Ingestor) writeChained(ctx context.Context, prev *batch, valid []*item, sig *fastSignals) (err error) {
 	if !wait(ctx, prev.applied) {
 		return ctx.Err()
 	}
@@ -130,9 +162,8 @@ func (in *Ingestor) writeFast(ctx context.Context, b *batch, valid []*item) (err
 			_ = tx.Rollback(ctx)
 		}
 	}()
-	appliedClosed = true
-	close(b.applied)
-	committing()
+	sig.applied(false)
+	sig.committing()
 	if !wait(ctx, prev.fastDone) {
 		return ctx.Err()
 	}
