@@ -79,8 +79,8 @@ func (s *fastSignals) committing() {
 	}
 }
 
-// done ends the fast attempt with err: whatever was not signalled yet did
-// not happen.
+// done ends the fast attempt with err: what was not signalled yet will not
+// happen (the statements did not run, no commit comes).
 func (s *fastSignals) done(err error) {
 	s.applied(true)
 	s.committing()
