@@ -33,20 +33,25 @@ func (b *bench) serviceEnv(dbURL, input, out1, out2 string) []string {
 // Databases cloned from it inherit both.
 func (b *bench) createServiceDB(name string) string {
 	url := b.pg.CreateDatabase(b.t, name, true)
-	if b.cfg.dbSQL == "" {
-		return url
+	if b.cfg.dbSQL != "" {
+		b.execIn(name, url, "BENCH_DB_SQL", b.cfg.dbSQL, time.Minute)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	return url
+}
+
+// execIn runs sql in database name (at url) on a connection of its own,
+// bounded by timeout; what names it in the failure that ends the bench.
+func (b *bench) execIn(name, url, what, sql string, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		b.t.Fatalf("bench: BENCH_DB_SQL: connect to %s: %v", name, err)
+		b.t.Fatalf("bench: %s: connect to %s: %v", what, name, err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, b.cfg.dbSQL); err != nil {
-		b.t.Fatalf("bench: BENCH_DB_SQL in %s: %v", name, err)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		b.t.Fatalf("bench: %s in %s: %v", what, name, err)
 	}
-	return url
 }
 
 func (b *bench) createTopic(name string) string {
@@ -87,17 +92,8 @@ func (b *bench) cloneDB(src, dst string) {
 // Copies of it (cloneDB) start without the statistics that would bring
 // autovacuum to them, so only their own runs' changes do.
 func (b *bench) vacuumKept(name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, b.pg.URL(name))
-	if err != nil {
-		b.t.Fatalf("bench: vacuum %s: %v", name, err)
-	}
-	defer conn.Close(context.Background())
 	start := time.Now()
-	if _, err := conn.Exec(ctx, "vacuum (analyze)"); err != nil {
-		b.t.Fatalf("bench: vacuum %s: %v", name, err)
-	}
+	b.execIn(name, b.pg.URL(name), "vacuum", "vacuum (analyze)", 5*time.Minute)
 	say("bench:   vacuumed and analyzed %s in %s (outside the timings)", name, time.Since(start).Round(time.Millisecond))
 }
 
