@@ -295,13 +295,32 @@ func (p *Proc) Metric(name string, match ...string) (float64, bool) {
 // that related series (a histogram's _count and _sum) are of one instant;
 // ok is false when the scrape failed or a name was missing.
 func (p *Proc) Metrics(names ...string) (values []float64, ok bool) {
+	series := make([]Series, len(names))
+	for i, name := range names {
+		series[i] = Series{Name: name}
+	}
+	return p.MetricValues(series...)
+}
+
+// Series names what [Proc.MetricValues] reads: the sum of the samples of
+// the metric Name whose labels include every label in Match
+// ("stage=\"committed\"" form).
+type Series struct {
+	Name  string
+	Match []string
+}
+
+// MetricValues reads several series from one scrape, so that related
+// figures (a histogram's bucket and its _count) are of one instant; ok is
+// false when the scrape failed or a series had no sample.
+func (p *Proc) MetricValues(series ...Series) (values []float64, ok bool) {
 	code, body := p.get("/metrics")
 	if code != http.StatusOK {
 		return nil, false
 	}
-	values = make([]float64, len(names))
-	for i, name := range names {
-		v, found := parseMetric(body, name)
+	values = make([]float64, len(series))
+	for i, x := range series {
+		v, found := parseMetric(body, x.Name, x.Match...)
 		if !found {
 			return nil, false
 		}

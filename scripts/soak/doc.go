@@ -21,14 +21,17 @@
 //     lag, pending rows and the oldest pending age, the outbox's heap, index
 //     and TOAST sizes, live and dead tuples, autovacuum runs, WAL bytes, the
 //     mean claim time (pg_stat_statements), the age of the oldest snapshot,
-//     and the CPU of the ingestor, the relay and all of PostgreSQL.
+//     the checkpoints that ended and their sync time, the ingestor's
+//     commits over 100 ms (its committed stage), and the CPU of the
+//     ingestor, the relay and all of PostgreSQL.
 //   - hold.go: at SOAK_HOLD_START one REPEATABLE READ transaction takes a
 //     snapshot and keeps it for SOAK_HOLD — the forgotten psql session or
 //     hour-long report query that holds vacuum's xmin horizon back.
 //   - verdict.go: the targets of issue 12 item 4, PASS/FAIL each.
 //   - report.go and chart.go: soak-report.md (per-minute table,
 //     targets, machine state), soak-samples.csv and soak-chart.png, named
-//     after the report (p99, pending and outbox size over time).
+//     after the report (p99, pending and outbox size over time); slow.go:
+//     what the windows of p99 over 100 ms coincide with.
 //
 // # Knobs (environment)
 //

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/pcp/route-processing/pkg/e2e"
+	"github.com/pcp/route-processing/pkg/obs"
 	"github.com/pcp/route-processing/scripts/internal/machine"
 )
 
@@ -40,6 +41,16 @@ type sample struct {
 	ClaimMs     float64 // their mean execution time
 	SnapshotAge float64 // s, the oldest open transaction holding a snapshot
 
+	// What the window's latency stood on: checkpoints that ended in it and
+	// the time their sync phase took (the fsync of every file the
+	// checkpoint wrote, which the commits' WAL fsyncs queue behind on a
+	// shared disk), and the ingestor's commits in it, with those that took
+	// over slowCommit.
+	Checkpoints      int64
+	CheckpointSyncMs float64
+	Commits          int64
+	SlowCommits      int64
+
 	CPUIngestor, CPURelay, CPUPostgres, MachineBusy float64
 	MachineSteal                                    float64 // share of the CPU the host gave to other tenants
 }
@@ -70,6 +81,11 @@ type sampler struct {
 	prevClaimMs                    float64
 	prevCPU                        [3]float64
 	prevBusy, prevSteal, prevTotal float64
+	prevCheckpoints                int64
+	prevSyncMs                     float64
+	prevCommits, prevSlowCommits   float64
+
+	checkpointSQL string // checkpointerSQL or bgwriterSQL, by server version
 }
 
 func newSampler(ctx context.Context, dbURL string, adm *kadm.Client, tp topics, ing, rel *e2e.Proc, l *load) (*sampler, error) {
@@ -89,6 +105,12 @@ func newSampler(ctx context.Context, dbURL string, adm *kadm.Client, tp topics, 
 		return nil, fmt.Errorf("sampler: backend pid: %w", err)
 	}
 	s.pgPID = machine.ParentPID(backend)
+	var ownView bool
+	if err := db.QueryRow(ctx, `select to_regclass('pg_catalog.pg_stat_checkpointer') is not null`).Scan(&ownView); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sampler: checkpointer statistics: %w", err)
+	}
+	s.checkpointSQL = map[bool]string{true: checkpointerSQL, false: bgwriterSQL}[ownView]
 	s.read(ctx, 0) // sets the previous readings
 	return s, nil
 }
@@ -120,6 +142,20 @@ from route_passport_outbox where status = 'PENDING'`
 const claimStatsSQL = `
 select coalesce(sum(calls), 0)::bigint, coalesce(sum(total_exec_time), 0)::float8
 from pg_stat_statements where query like '%with due as (%for update skip locked%'`
+
+// The checkpoints completed and the milliseconds of their sync phases,
+// cumulative: in pg_stat_checkpointer from PostgreSQL 17, in
+// pg_stat_bgwriter before.
+const (
+	checkpointerSQL = `select num_timed + num_requested, sync_time from pg_stat_checkpointer`
+	bgwriterSQL     = `select checkpoints_timed + checkpoints_req, checkpoint_sync_time from pg_stat_bgwriter`
+)
+
+// slowCommit is the bucket bound of the ingestor's committed stage
+// (obs.StageMetric) above which a commit counts as slow: ten times the
+// stage's p99 at 1,000 passports/s in the bench, and the size of the slow
+// windows the soaks showed.
+const slowCommit = `le="0.1"`
 
 // readTimeout bounds each database reading of a sample on its own: the
 // first count of PENDING rows after a held snapshot ends walks every dead
@@ -166,6 +202,15 @@ func (s *sampler) read(ctx context.Context, w int) (sample, []error) {
 	// next window counts both.
 	claims, claimMs := s.prevClaims, s.prevClaimMs
 	query("claim stats", claimStatsSQL, &claims, &claimMs)
+	checkpoints, syncMs := s.prevCheckpoints, s.prevSyncMs
+	query("checkpoints", s.checkpointSQL, &checkpoints, &syncMs)
+	commits, slowCommits := s.prevCommits, s.prevSlowCommits
+	if v, ok := s.ingestor.MetricValues(
+		e2e.Series{Name: obs.StageMetric + "_count", Match: []string{`stage="committed"`}},
+		e2e.Series{Name: obs.StageMetric + "_bucket", Match: []string{`stage="committed"`, slowCommit}},
+	); ok {
+		commits, slowCommits = v[0], v[0]-v[1]
+	}
 	qctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	ends, err1 := s.adm.ListEndOffsets(qctx, s.tp.input)
@@ -192,6 +237,10 @@ func (s *sampler) read(ctx context.Context, w int) (sample, []error) {
 		if out.Claims > 0 {
 			out.ClaimMs = (claimMs - s.prevClaimMs) / float64(out.Claims)
 		}
+		out.Checkpoints = checkpoints - s.prevCheckpoints
+		out.CheckpointSyncMs = syncMs - s.prevSyncMs
+		out.Commits = int64(commits - s.prevCommits)
+		out.SlowCommits = int64(slowCommits - s.prevSlowCommits)
 		out.CPUIngestor = (cpu[0] - s.prevCPU[0]) / secs
 		out.CPURelay = (cpu[1] - s.prevCPU[1]) / secs
 		out.CPUPostgres = (cpu[2] - s.prevCPU[2]) / secs
@@ -202,5 +251,6 @@ func (s *sampler) read(ctx context.Context, w int) (sample, []error) {
 	}
 	s.prevAt, s.prevWAL, s.prevPublished, s.prevProduced = now, wal, published, produced
 	s.prevClaims, s.prevClaimMs, s.prevCPU, s.prevBusy, s.prevSteal, s.prevTotal = claims, claimMs, cpu, busy, steal, total
+	s.prevCheckpoints, s.prevSyncMs, s.prevCommits, s.prevSlowCommits = checkpoints, syncMs, commits, slowCommits
 	return out, errs
 }

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"time"
+)
+
+// slowWindowMs is the p99 above which a window counts as slow: an order of
+// magnitude over the bench's p99 at 1,000 passports/s.
+const slowWindowMs = 100
+
+// slowCounts are the windows outside the hold with outputs, the slow ones
+// among them, and how many of each had a checkpoint end (ckpt, slowCkpt)
+// or the ingestor commit slowly (slowCommit) in them or in the window
+// before: a stall shows in the latency of the outputs that arrive after it.
+type slowCounts struct {
+	windows, ckpt, slow, slowCkpt, slowCommit int
+}
+
+func countSlow(ss []sample) slowCounts {
+	var c slowCounts
+	near := func(i int, f func(sample) bool) bool {
+		return f(ss[i]) || i > 0 && f(ss[i-1])
+	}
+	checkpointed := func(s sample) bool { return s.Checkpoints > 0 || s.CheckpointSyncMs > 0 }
+	slowCommits := func(s sample) bool { return s.SlowCommits > 0 }
+	for i, s := range ss {
+		if s.Hold || s.Outputs == 0 {
+			continue
+		}
+		c.windows++
+		if near(i, checkpointed) {
+			c.ckpt++
+		}
+		if s.P99 <= slowWindowMs {
+			continue
+		}
+		c.slow++
+		if near(i, checkpointed) {
+			c.slowCkpt++
+		}
+		if near(i, slowCommits) {
+			c.slowCommit++
+		}
+	}
+	return c
+}
+
+// slowWindowsText says what the slow windows stood on, against how often a
+// checkpoint ends in any window. At the default 10-s step most windows
+// hold a checkpoint's end; SOAK_SAMPLE=1s tells them apart.
+func slowWindowsText(r *run) string {
+	c := countSlow(r.samples)
+	if c.windows == 0 {
+		return "No window outside the hold had outputs."
+	}
+	return fmt.Sprintf("Windows of %s outside the hold with p99 over %d ms: %d of %d. A checkpoint ended in %d of them or in the window before (in %d of all %d windows, %.0f %%); the ingestor had commits over 100 ms in %d of them or in the window before.",
+		r.cfg.sampleStep.Round(time.Second), slowWindowMs, c.slow, c.windows, c.slowCkpt, c.ckpt, c.windows, 100*float64(c.ckpt)/float64(c.windows), c.slowCommit)
+}
