@@ -21,9 +21,9 @@
 //     lag, pending rows and the oldest pending age, the outbox's heap, index
 //     and TOAST sizes, live and dead tuples, autovacuum runs, WAL bytes, the
 //     mean claim time (pg_stat_statements), the age of the oldest snapshot,
-//     the checkpoints that ended and their sync time, the ingestor's
-//     commits over 100 ms (its committed stage), and the CPU of the
-//     ingestor, the relay and all of PostgreSQL.
+//     the checkpoints begun and the write and sync time of those that
+//     ended, the ingestor's commits over 100 ms (its committed stage), and
+//     the CPU of the ingestor, the relay and all of PostgreSQL.
 //   - hold.go: at SOAK_HOLD_START one REPEATABLE READ transaction takes a
 //     snapshot and keeps it for SOAK_HOLD — the forgotten psql session or
 //     hour-long report query that holds vacuum's xmin horizon back.

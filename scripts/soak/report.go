@@ -31,7 +31,7 @@ var csvHeader = []string{"t_s", "hold", "outputs", "p50_ms", "p99_ms", "in_per_s
 	"pending", "oldest_pending_s", "heap_bytes", "index_bytes", "toast_bytes", "total_bytes", "live_tuples",
 	"dead_tuples", "toast_dead_tuples", "autovacuum_runs", "autovacuum_workers", "deleted_rows", "wal_bytes",
 	"claims", "claim_ms", "oldest_snapshot_s", "cpu_ingestor", "cpu_relay", "cpu_postgres", "machine_busy", "machine_steal", "db_read",
-	"pending_read", "pending_from", "checkpoints", "checkpoint_sync_ms", "commits", "slow_commits"}
+	"pending_read", "pending_from", "checkpoints_begun", "checkpoint_write_ms", "checkpoint_sync_ms", "commits", "slow_commits"}
 
 func writeCSV(path string, ss []sample) error {
 	f, err := os.Create(path)
@@ -53,8 +53,8 @@ func writeCSV(path string, ss []sample) error {
 			i(s.Toast), i(s.Total()), i(s.Live), i(s.Dead), i(s.ToastDead), i(s.Autovacuums), i(s.AutovacuumActive),
 			i(s.Deleted), i(s.WAL), i(s.Claims), ff(s.ClaimMs), ff(s.SnapshotAge), ff(s.CPUIngestor), ff(s.CPURelay),
 			ff(s.CPUPostgres), ff(s.MachineBusy), ff(s.MachineSteal), strconv.FormatBool(s.DBRead),
-			strconv.FormatBool(s.PendingRead()), s.PendingFrom, i(s.Checkpoints), ff(s.CheckpointSyncMs), i(s.Commits),
-			i(s.SlowCommits)})
+			strconv.FormatBool(s.PendingRead()), s.PendingFrom, i(s.CheckpointsBegun), ff(s.CheckpointWriteMs), ff(s.CheckpointSyncMs),
+			i(s.Commits), i(s.SlowCommits)})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {
@@ -77,7 +77,7 @@ type minute struct {
 	claimMs                         float64
 	claims                          int64
 	cpuIng, cpuRel, cpuPG, bsy, stl float64
-	checkpoints, slowCommits        int64
+	checkpointsEnded, slowCommits   int64
 	syncMs                          float64
 }
 
@@ -100,7 +100,10 @@ func minutes(r *run) []minute {
 		x.wal += s.WAL
 		x.claimMs += s.ClaimMs * float64(s.Claims)
 		x.claims += s.Claims
-		x.checkpoints, x.syncMs, x.slowCommits = x.checkpoints+s.Checkpoints, x.syncMs+s.CheckpointSyncMs, x.slowCommits+s.SlowCommits
+		if s.checkpointEnded() {
+			x.checkpointsEnded++
+		}
+		x.syncMs, x.slowCommits = x.syncMs+s.CheckpointSyncMs, x.slowCommits+s.SlowCommits
 		x.cpuIng, x.cpuRel, x.cpuPG, x.bsy, x.stl = x.cpuIng+s.CPUIngestor, x.cpuRel+s.CPURelay, x.cpuPG+s.CPUPostgres, x.bsy+s.MachineBusy, x.stl+s.MachineSteal
 		_ = i
 	}
@@ -148,7 +151,7 @@ func reportText(r *run, v []target, csvName, pngName string) string {
 			mb(s.Total()), s.Live, float64(s.Total())/float64(rows), float64(s.Heap)/float64(rows), float64(s.Index)/float64(rows), float64(s.Toast)/float64(rows), s.Dead)
 	}
 	fmt.Fprintf(&b, "\n## Chart\n\n![p99, pending and outbox size over time](%s)\n\nEvery 10-second sample is in [`%s`](%s).\n", pngName, csvName, csvName)
-	b.WriteString("\n## Per minute\n\nLatency over every output record that arrived in the minute; rates and CPU (cores) are means of the minute's samples; lag, pending and oldest are the worst sample; sizes, tuples and autovacuum runs (cumulative, heap + TOAST) are the minute's last sample; checkpoints are those that ended in the minute, with the time of their sync phases; slow commits are the ingestor's commits over 100 ms (its `committed` stage).\n\n")
+	b.WriteString("\n## Per minute\n\nLatency over every output record that arrived in the minute; rates and CPU (cores) are means of the minute's samples; lag, pending and oldest are the worst sample; sizes, tuples and autovacuum runs (cumulative, heap + TOAST) are the minute's last sample; checkpoints are the windows in which one ended, with the time of their sync phases; slow commits are the ingestor's commits over 100 ms (its `committed` stage).\n\n")
 	b.WriteString("| min | hold | p50 ms | p99 ms | in/s | out/s | input lag | pending | oldest s | outbox MB (heap/idx/toast) | live | dead | autovac | WAL MB | claim ms | checkpoints (sync s) | slow commits | CPU ing/relay/pg | busy | stolen |\n")
 	b.WriteString("|---:|:-:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n")
 	for m, x := range minutes(r) {
@@ -159,7 +162,7 @@ func reportText(r *run, v []target, csvName, pngName string) string {
 		fmt.Fprintf(&b, "| %d | %s | %s | %s | %.0f | %.0f | %d | %d | %.1f | %.0f (%.0f/%.0f/%.0f) | %d | %d | %d | %.0f | %.2f | %d (%.1f) | %d | %.2f/%.2f/%.2f | %.0f %% | %.0f %% |\n",
 			m+1, map[bool]string{true: "●"}[x.hold], num(x.p50), num(x.p99), x.in, x.out, x.lag, x.pending, x.oldest,
 			float64(s.Total())/1e6, float64(s.Heap)/1e6, float64(s.Index)/1e6, float64(s.Toast)/1e6, s.Live, s.Dead,
-			s.Autovacuums, float64(x.wal)/1e6, x.claimMs, x.checkpoints, x.syncMs/1000, x.slowCommits, x.cpuIng, x.cpuRel, x.cpuPG, 100*x.bsy, 100*x.stl)
+			s.Autovacuums, float64(x.wal)/1e6, x.claimMs, x.checkpointsEnded, x.syncMs/1000, x.slowCommits, x.cpuIng, x.cpuRel, x.cpuPG, 100*x.bsy, 100*x.stl)
 	}
 	b.WriteString("\n" + slowWindowsText(r) + "\n")
 	b.WriteString("\nThe large retained outbox (20 M PUBLISHED rows: relay throughput, claim time, the retention sweep's delete rate and WAL) is measured by `make soak-large`: [soak-large-report.md](soak-large-report.md). Sizing: [docs/capacity.md](docs/capacity.md).\n")

@@ -41,15 +41,17 @@ type sample struct {
 	ClaimMs     float64 // their mean execution time
 	SnapshotAge float64 // s, the oldest open transaction holding a snapshot
 
-	// What the window's latency stood on: checkpoints that ended in it and
-	// the time their sync phase took (the fsync of every file the
-	// checkpoint wrote, which the commits' WAL fsyncs queue behind on a
-	// shared disk), and the ingestor's commits in it, with those that took
-	// over slowCommit.
-	Checkpoints      int64
-	CheckpointSyncMs float64
-	Commits          int64
-	SlowCommits      int64
+	// What the window's latency stood on: the checkpoints begun in it
+	// (PostgreSQL counts one when it starts); the write and sync phases of
+	// those that ended in it (PostgreSQL adds both times at the end; the
+	// sync phase fsyncs every file the checkpoint wrote, and the commits'
+	// WAL fsyncs queue behind it on a shared disk); and the ingestor's
+	// commits in it, with those that took over slowCommit.
+	CheckpointsBegun  int64
+	CheckpointWriteMs float64
+	CheckpointSyncMs  float64
+	Commits           int64
+	SlowCommits       int64
 
 	CPUIngestor, CPURelay, CPUPostgres, MachineBusy float64
 	MachineSteal                                    float64 // share of the CPU the host gave to other tenants
@@ -82,7 +84,7 @@ type sampler struct {
 	prevCPU                        [3]float64
 	prevBusy, prevSteal, prevTotal float64
 	prevCheckpoints                int64
-	prevSyncMs                     float64
+	prevWriteMs, prevSyncMs        float64
 	prevCommits, prevSlowCommits   float64
 
 	checkpointSQL string // checkpointerSQL or bgwriterSQL, by server version
@@ -143,12 +145,12 @@ const claimStatsSQL = `
 select coalesce(sum(calls), 0)::bigint, coalesce(sum(total_exec_time), 0)::float8
 from pg_stat_statements where query like '%with due as (%for update skip locked%'`
 
-// The checkpoints completed and the milliseconds of their sync phases,
-// cumulative: in pg_stat_checkpointer from PostgreSQL 17, in
-// pg_stat_bgwriter before.
+// The checkpoints begun and the milliseconds of the write and sync phases
+// of those ended, cumulative: in pg_stat_checkpointer from PostgreSQL 17,
+// in pg_stat_bgwriter before.
 const (
-	checkpointerSQL = `select num_timed + num_requested, sync_time from pg_stat_checkpointer`
-	bgwriterSQL     = `select checkpoints_timed + checkpoints_req, checkpoint_sync_time from pg_stat_bgwriter`
+	checkpointerSQL = `select num_timed + num_requested, write_time, sync_time from pg_stat_checkpointer`
+	bgwriterSQL     = `select checkpoints_timed + checkpoints_req, checkpoint_write_time, checkpoint_sync_time from pg_stat_bgwriter`
 )
 
 // slowCommit is the bucket bound of the ingestor's committed stage
@@ -202,8 +204,8 @@ func (s *sampler) read(ctx context.Context, w int) (sample, []error) {
 	// next window counts both.
 	claims, claimMs := s.prevClaims, s.prevClaimMs
 	query("claim stats", claimStatsSQL, &claims, &claimMs)
-	checkpoints, syncMs := s.prevCheckpoints, s.prevSyncMs
-	query("checkpoints", s.checkpointSQL, &checkpoints, &syncMs)
+	checkpoints, writeMs, syncMs := s.prevCheckpoints, s.prevWriteMs, s.prevSyncMs
+	query("checkpoints", s.checkpointSQL, &checkpoints, &writeMs, &syncMs)
 	commits, slowCommits := s.prevCommits, s.prevSlowCommits
 	if v, ok := s.ingestor.MetricValues(
 		e2e.Series{Name: obs.StageMetric + "_count", Match: []string{`stage="committed"`}},
@@ -237,8 +239,8 @@ func (s *sampler) read(ctx context.Context, w int) (sample, []error) {
 		if out.Claims > 0 {
 			out.ClaimMs = (claimMs - s.prevClaimMs) / float64(out.Claims)
 		}
-		out.Checkpoints = checkpoints - s.prevCheckpoints
-		out.CheckpointSyncMs = syncMs - s.prevSyncMs
+		out.CheckpointsBegun = checkpoints - s.prevCheckpoints
+		out.CheckpointWriteMs, out.CheckpointSyncMs = writeMs-s.prevWriteMs, syncMs-s.prevSyncMs
 		out.Commits = int64(commits - s.prevCommits)
 		out.SlowCommits = int64(slowCommits - s.prevSlowCommits)
 		out.CPUIngestor = (cpu[0] - s.prevCPU[0]) / secs
@@ -251,6 +253,7 @@ func (s *sampler) read(ctx context.Context, w int) (sample, []error) {
 	}
 	s.prevAt, s.prevWAL, s.prevPublished, s.prevProduced = now, wal, published, produced
 	s.prevClaims, s.prevClaimMs, s.prevCPU, s.prevBusy, s.prevSteal, s.prevTotal = claims, claimMs, cpu, busy, steal, total
-	s.prevCheckpoints, s.prevSyncMs, s.prevCommits, s.prevSlowCommits = checkpoints, syncMs, commits, slowCommits
+	s.prevCheckpoints, s.prevWriteMs, s.prevSyncMs = checkpoints, writeMs, syncMs
+	s.prevCommits, s.prevSlowCommits = commits, slowCommits
 	return out, errs
 }

@@ -9,6 +9,11 @@ import (
 // magnitude over the bench's p99 at 1,000 passports/s.
 const slowWindowMs = 100
 
+// checkpointEnded says whether a checkpoint ended in the window: its phases'
+// times are added when it ends (a checkpoint with nothing to write has
+// neither, and is not counted).
+func (s sample) checkpointEnded() bool { return s.CheckpointWriteMs > 0 || s.CheckpointSyncMs > 0 }
+
 // slowCounts are the windows outside the hold with outputs, the slow ones
 // among them, and how many of each had a checkpoint end (ckpt, slowCkpt)
 // or the ingestor commit slowly (slowCommit) in them or in the window
@@ -22,7 +27,7 @@ func countSlow(ss []sample) slowCounts {
 	near := func(i int, f func(sample) bool) bool {
 		return f(ss[i]) || i > 0 && f(ss[i-1])
 	}
-	checkpointed := func(s sample) bool { return s.Checkpoints > 0 || s.CheckpointSyncMs > 0 }
+	checkpointed := sample.checkpointEnded
 	slowCommits := func(s sample) bool { return s.SlowCommits > 0 }
 	for i, s := range ss {
 		if s.Hold || s.Outputs == 0 {

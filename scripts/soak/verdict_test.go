@@ -60,24 +60,25 @@ func TestBoundedTarget(t *testing.T) {
 	}
 }
 
-// TestCountSlow: a slow window is put down to a checkpoint or a slow commit
-// in it or in the window before, windows of the hold and windows without
+// TestCountSlow: a slow window is put down to a checkpoint's end or a slow
+// commit in it or in the window before (not to a checkpoint's start), windows of the hold and windows without
 // outputs are left out, and a slow window with neither counts for neither.
 func TestCountSlow(t *testing.T) {
-	w := func(p99 float64, ckpt, slowCommits int64, hold bool, outputs int64) sample {
-		return sample{P99: p99, Checkpoints: ckpt, SlowCommits: slowCommits, Hold: hold, Outputs: outputs}
+	w := func(p99, syncMs float64, slowCommits int64, hold bool, outputs int64) sample {
+		return sample{P99: p99, CheckpointSyncMs: syncMs, SlowCommits: slowCommits, Hold: hold, Outputs: outputs}
 	}
 	ss := []sample{
-		w(20, 0, 0, false, 2000),  // normal
-		w(30, 1, 0, false, 2000),  // a checkpoint ends, latency fine
-		w(300, 0, 0, false, 2000), // slow, after the checkpoint
-		w(200, 0, 5, false, 2000), // slow, with slow commits
-		w(900, 0, 0, true, 2000),  // the hold: left out
-		w(150, 0, 0, false, 2000), // slow, neither
-		w(0, 0, 0, false, 0),      // no outputs: left out
+		w(20, 0, 0, false, 2000),                       // normal
+		w(30, 450, 0, false, 2000),                     // a checkpoint ends, latency fine
+		w(300, 0, 0, false, 2000),                      // slow, after the checkpoint
+		w(200, 0, 5, false, 2000),                      // slow, with slow commits
+		w(900, 0, 0, true, 2000),                       // the hold: left out
+		w(150, 0, 0, false, 2000),                      // slow, neither
+		w(0, 0, 0, false, 0),                           // no outputs: left out
+		{P99: 400, CheckpointsBegun: 1, Outputs: 2000}, // slow as one begins: not its end
 	}
 	got := countSlow(ss)
-	want := slowCounts{windows: 5, ckpt: 2, slow: 3, slowCkpt: 1, slowCommit: 1}
+	want := slowCounts{windows: 6, ckpt: 2, slow: 4, slowCkpt: 1, slowCommit: 1}
 	if got != want {
 		t.Fatalf("countSlow = %+v, want %+v", got, want)
 	}
