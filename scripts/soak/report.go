@@ -150,7 +150,7 @@ func reportText(r *run, v []target, csvName, pngName string) string {
 		fmt.Fprintf(&b, "\nOutbox at the end: %s for %d live rows (statistics) = %.0f bytes per live row (heap %.0f, indexes %.0f, TOAST %.0f), %d dead.\n",
 			mb(s.Total()), s.Live, float64(s.Total())/float64(rows), float64(s.Heap)/float64(rows), float64(s.Index)/float64(rows), float64(s.Toast)/float64(rows), s.Dead)
 	}
-	fmt.Fprintf(&b, "\n## Chart\n\n![p99, pending and outbox size over time](%s)\n\nEvery 10-second sample is in [`%s`](%s).\n", pngName, csvName, csvName)
+	fmt.Fprintf(&b, "\n## Chart\n\n![p99, pending and outbox size over time](%s)\n\nEvery %s sample is in [`%s`](%s).\n", pngName, c.sampleStep, csvName, csvName)
 	b.WriteString("\n## Per minute\n\nLatency over every output record that arrived in the minute; rates and CPU (cores) are means of the minute's samples; lag, pending and oldest are the worst sample; sizes, tuples and autovacuum runs (cumulative, heap + TOAST) are the minute's last sample; checkpoints are the windows in which one ended, with the time of their sync phases; slow commits are the ingestor's commits over 100 ms (its `committed` stage).\n\n")
 	b.WriteString("| min | hold | p50 ms | p99 ms | in/s | out/s | input lag | pending | oldest s | outbox MB (heap/idx/toast) | live | dead | autovac | WAL MB | claim ms | checkpoints (sync s) | slow commits | CPU ing/relay/pg | busy | stolen |\n")
 	b.WriteString("|---:|:-:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n")
