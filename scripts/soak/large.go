@@ -32,7 +32,7 @@ func runLarge(t testing.TB) {
 	// and updates measured later log the same records as under replica.
 	r := newRig(t, map[string]string{"wal_level": "minimal", "max_wal_senders": "0"})
 	ctx := context.Background()
-	machine := machineState(ctx, r.admin)
+	machine := r.machineState(ctx)
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Large retained outbox\n\nWritten by `make soak-large` (scripts/soak -large) on %s. Machine: %s.\n\n", time.Now().UTC().Format(time.RFC3339), machine)
 

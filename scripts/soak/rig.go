@@ -85,7 +85,10 @@ func loadSettings(t testing.TB) settings {
 // rig is what every soak phase shares: the built binaries, the cluster, the
 // broker and an admin client of each.
 type rig struct {
-	t         testing.TB
+	t testing.TB
+	// settings names every server setting the rig gave the cluster, for
+	// the report (machineState).
+	settings  []string
 	bins      e2e.Binaries
 	pg        *testenv.PostgresCluster
 	admin     *pgxpool.Pool
@@ -115,6 +118,9 @@ func newRig(t testing.TB, pgSettings map[string]string) *rig {
 			t.Fatalf("soak: SOAK_PG_SETTINGS: %q is not name=value", kv)
 		}
 		conf[k] = "'" + v + "'"
+	}
+	for k := range conf {
+		r.settings = append(r.settings, k)
 	}
 	sr := setup.Start(t, "soak", testenv.PostgresOptions{Fsync: true, Settings: conf})
 	r.bins, r.pg, r.admin, r.broker, r.bootstrap, r.adm = sr.Bins, sr.PG, sr.Admin, sr.Broker, sr.Bootstrap, sr.Adm

@@ -34,14 +34,15 @@ func countSlow(ss []sample) slowCounts {
 			continue
 		}
 		c.windows++
-		if near(i, checkpointed) {
+		ckpt := near(i, checkpointed)
+		if ckpt {
 			c.ckpt++
 		}
 		if s.P99 <= slowWindowMs {
 			continue
 		}
 		c.slow++
-		if near(i, checkpointed) {
+		if ckpt {
 			c.slowCkpt++
 		}
 		if near(i, slowCommits) {

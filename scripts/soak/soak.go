@@ -79,7 +79,7 @@ func runSoak(t testing.TB) {
 		cfg.rate, cfg.duration, cfg.retention, cfg.hold, cfg.holdStart, cfg.relayEnv)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	res := &run{cfg: cfg, machine: machineState(ctx, r.admin)}
+	res := &run{cfg: cfg, machine: r.machineState(ctx)}
 	res.start = time.Now()
 	l := newLoad(res.start, cfg.sampleStep)
 	res.load = l

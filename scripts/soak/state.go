@@ -3,35 +3,29 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pcp/route-processing/scripts/internal/machine"
 )
 
 // reportedSettings are the server settings every report names: those the
 // steady state's storage, vacuum and commit latency depend on
-// (docs/capacity.md), beside any that SOAK_PG_SETTINGS set.
+// (docs/capacity.md), beside any the rig set (SOAK_PG_SETTINGS included).
 var reportedSettings = []string{"autovacuum_naptime", "autovacuum_vacuum_cost_limit", "autovacuum_vacuum_cost_delay",
 	"autovacuum_max_workers", "shared_buffers", "max_wal_size", "fsync", "synchronous_commit", "full_page_writes",
 	"backend_flush_after", "wal_compression"}
 
 // machineState describes the machine and the server for the report.
-func machineState(ctx context.Context, admin *pgxpool.Pool) string {
+func (r *rig) machineState(ctx context.Context) string {
 	var version string
-	_ = admin.QueryRow(ctx, `select split_part(version(), ' on ', 1)`).Scan(&version)
-	names := append([]string{}, reportedSettings...)
-	for _, kv := range strings.Fields(os.Getenv("SOAK_PG_SETTINGS")) {
-		name, _, _ := strings.Cut(kv, "=")
-		names = append(names, name)
-	}
+	_ = r.admin.QueryRow(ctx, `select split_part(version(), ' on ', 1)`).Scan(&version)
+	names := append(append([]string{}, reportedSettings...), r.settings...)
 	var av []string
-	rows, err := admin.Query(ctx, `select name || '=' || current_setting(name) from pg_settings
+	rows, err := r.admin.Query(ctx, `select name || '=' || current_setting(name) from pg_settings
 		where name = any($1) order by name`, names)
 	if err == nil {
 		for rows.Next() {
