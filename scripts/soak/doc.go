@@ -22,7 +22,9 @@
 //     and TOAST sizes, live and dead tuples, autovacuum runs, WAL bytes, the
 //     mean claim time (pg_stat_statements), the age of the oldest snapshot,
 //     the checkpoints begun and the write and sync time of those that
-//     ended, the ingestor's commits over 100 ms (its committed stage), and
+//     ended, the ingestor's commits over 100 ms (its committed stage), the
+//     slowest acknowledgement of the broker probe (brokerprobe.go: a record
+//     produced every 20 ms beside the load, to time the broker itself), and
 //     the CPU of the ingestor, the relay and all of PostgreSQL.
 //   - hold.go: at SOAK_HOLD_START one REPEATABLE READ transaction takes a
 //     snapshot and keeps it for SOAK_HOLD — the forgotten psql session or

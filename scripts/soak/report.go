@@ -31,7 +31,7 @@ var csvHeader = []string{"t_s", "hold", "outputs", "p50_ms", "p99_ms", "in_per_s
 	"pending", "oldest_pending_s", "heap_bytes", "index_bytes", "toast_bytes", "total_bytes", "live_tuples",
 	"dead_tuples", "toast_dead_tuples", "autovacuum_runs", "autovacuum_workers", "deleted_rows", "wal_bytes",
 	"claims", "claim_ms", "oldest_snapshot_s", "cpu_ingestor", "cpu_relay", "cpu_postgres", "machine_busy", "machine_steal", "db_read",
-	"pending_read", "pending_from", "checkpoints_begun", "checkpoint_write_ms", "checkpoint_sync_ms", "commits", "slow_commits"}
+	"pending_read", "pending_from", "checkpoints_begun", "checkpoint_write_ms", "checkpoint_sync_ms", "commits", "slow_commits", "broker_ack_max_ms"}
 
 func writeCSV(path string, ss []sample) error {
 	f, err := os.Create(path)
@@ -54,7 +54,7 @@ func writeCSV(path string, ss []sample) error {
 			i(s.Deleted), i(s.WAL), i(s.Claims), ff(s.ClaimMs), ff(s.SnapshotAge), ff(s.CPUIngestor), ff(s.CPURelay),
 			ff(s.CPUPostgres), ff(s.MachineBusy), ff(s.MachineSteal), strconv.FormatBool(s.DBRead),
 			strconv.FormatBool(s.PendingRead()), s.PendingFrom, i(s.CheckpointsBegun), ff(s.CheckpointWriteMs), ff(s.CheckpointSyncMs),
-			i(s.Commits), i(s.SlowCommits)})
+			i(s.Commits), i(s.SlowCommits), ff(s.BrokerAckMs)})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {
@@ -78,7 +78,7 @@ type minute struct {
 	claims                          int64
 	cpuIng, cpuRel, cpuPG, bsy, stl float64
 	checkpointsEnded, slowCommits   int64
-	syncMs                          float64
+	syncMs, brokerAckMs             float64
 }
 
 func minutes(r *run) []minute {
@@ -104,6 +104,7 @@ func minutes(r *run) []minute {
 			x.checkpointsEnded++
 		}
 		x.syncMs, x.slowCommits = x.syncMs+s.CheckpointSyncMs, x.slowCommits+s.SlowCommits
+		x.brokerAckMs = max(x.brokerAckMs, s.BrokerAckMs)
 		x.cpuIng, x.cpuRel, x.cpuPG, x.bsy, x.stl = x.cpuIng+s.CPUIngestor, x.cpuRel+s.CPURelay, x.cpuPG+s.CPUPostgres, x.bsy+s.MachineBusy, x.stl+s.MachineSteal
 		_ = i
 	}
@@ -151,18 +152,18 @@ func reportText(r *run, v []target, csvName, pngName string) string {
 			mb(s.Total()), s.Live, float64(s.Total())/float64(rows), float64(s.Heap)/float64(rows), float64(s.Index)/float64(rows), float64(s.Toast)/float64(rows), s.Dead)
 	}
 	fmt.Fprintf(&b, "\n## Chart\n\n![p99, pending and outbox size over time](%s)\n\nEvery %s sample is in [`%s`](%s).\n", pngName, c.sampleStep, csvName, csvName)
-	b.WriteString("\n## Per minute\n\nLatency over every output record that arrived in the minute; rates and CPU (cores) are means of the minute's samples; lag, pending and oldest are the worst sample; sizes, tuples and autovacuum runs (cumulative, heap + TOAST) are the minute's last sample; checkpoints are the windows in which one ended, with the time of their sync phases; slow commits are the ingestor's commits over 100 ms (its `committed` stage).\n\n")
-	b.WriteString("| min | hold | p50 ms | p99 ms | in/s | out/s | input lag | pending | oldest s | outbox MB (heap/idx/toast) | live | dead | autovac | WAL MB | claim ms | checkpoints (sync s) | slow commits | CPU ing/relay/pg | busy | stolen |\n")
-	b.WriteString("|---:|:-:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n")
+	fmt.Fprintf(&b, "\n## Per minute\n\nLatency over every output record that arrived in the minute; rates and CPU (cores) are means of the minute's samples; lag, pending and oldest are the worst sample; sizes, tuples and autovacuum runs (cumulative, heap + TOAST) are the minute's last sample; checkpoints are the windows in which one ended, with the time of their sync phases; slow commits are the ingestor's commits over 100 ms (its `committed` stage); broker ack ms is the slowest acknowledgement of the broker probe (a record produced every %s beside the load).\n\n", probeEvery)
+	b.WriteString("| min | hold | p50 ms | p99 ms | in/s | out/s | input lag | pending | oldest s | outbox MB (heap/idx/toast) | live | dead | autovac | WAL MB | claim ms | checkpoints (sync s) | slow commits | broker ack ms | CPU ing/relay/pg | busy | stolen |\n")
+	b.WriteString("|---:|:-:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n")
 	for m, x := range minutes(r) {
 		if x.n == 0 {
 			continue
 		}
 		s := x.last
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %.0f | %.0f | %d | %d | %.1f | %.0f (%.0f/%.0f/%.0f) | %d | %d | %d | %.0f | %.2f | %d (%.1f) | %d | %.2f/%.2f/%.2f | %.0f %% | %.0f %% |\n",
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %.0f | %.0f | %d | %d | %.1f | %.0f (%.0f/%.0f/%.0f) | %d | %d | %d | %.0f | %.2f | %d (%.1f) | %d | %.0f | %.2f/%.2f/%.2f | %.0f %% | %.0f %% |\n",
 			m+1, map[bool]string{true: "●"}[x.hold], num(x.p50), num(x.p99), x.in, x.out, x.lag, x.pending, x.oldest,
 			float64(s.Total())/1e6, float64(s.Heap)/1e6, float64(s.Index)/1e6, float64(s.Toast)/1e6, s.Live, s.Dead,
-			s.Autovacuums, float64(x.wal)/1e6, x.claimMs, x.checkpointsEnded, x.syncMs/1000, x.slowCommits, x.cpuIng, x.cpuRel, x.cpuPG, 100*x.bsy, 100*x.stl)
+			s.Autovacuums, float64(x.wal)/1e6, x.claimMs, x.checkpointsEnded, x.syncMs/1000, x.slowCommits, x.brokerAckMs, x.cpuIng, x.cpuRel, x.cpuPG, 100*x.bsy, 100*x.stl)
 	}
 	b.WriteString("\n" + slowWindowsText(r) + "\n")
 	b.WriteString("\nThe large retained outbox (20 M PUBLISHED rows: relay throughput, claim time, the retention sweep's delete rate and WAL) is measured by `make soak-large`: [soak-large-report.md](soak-large-report.md). Sizing: [docs/capacity.md](docs/capacity.md).\n")
@@ -170,6 +171,8 @@ func reportText(r *run, v []target, csvName, pngName string) string {
 	b.WriteString("- Both binaries run as processes (bin/ingestor, bin/outbox-relay, default settings unless stated) against a throwaway PostgreSQL cluster (fsync, synchronous_commit and full_page_writes on, default autovacuum, `pg_stat_statements` loaded) and the dev broker (kfake in a child process; records older than DEVBROKER_RETENTION=" + cmp.Or(os.Getenv("DEVBROKER_RETENTION"), "0 (kept)") + " dropped). The soak's own producer (passportgen, a realistic mix), consumer and sampler run in the soak program on the same machine.\n")
 	b.WriteString("- Latency: receive time of each output record − send time of its passport; percentiles from 2 %-wide histogram buckets (so a figure is the bucket's upper bound, within 2 %).\n")
 	b.WriteString("- Sizes: `pg_relation_size` (heap), `pg_indexes_size`, `pg_total_relation_size` of the TOAST table; tuples and autovacuum runs from `pg_stat_all_tables`; WAL from `pg_current_wal_lsn()`; pending and oldest from the PENDING rows (SQL), or from the relay's gauges of the same figures when that count timed out (the CSV's `pending_from`); claim time = mean execution time of the claim statement in `pg_stat_statements` over the window; CPU from /proc (PostgreSQL = postmaster, its live children and its reaped children).\n")
+	sent, fails := r.probe.counts()
+	fmt.Fprintf(&b, "- Broker ack ms: beside the load, a client of its own (no linger, acks=all) produces a 5-byte record every %s to a topic of its own; each window keeps the slowest acknowledgement that arrived in it (%d sent, %d failed). The dev broker serves every request on one goroutine, so a pause there (its collector, a long request) holds the ingestor's fetches, the relay's produces and this probe at once, and the probe says which slow windows began in the broker rather than in the service.\n", probeEvery, sent, fails)
 	b.WriteString("- The machine is shared; its busy share is in the column before last (the rest are other processes, including the soak's own producer and consumer), and the last is the share the host gave to other tenants while this machine wanted to run (steal time), which slows every process alike and shows in no process's CPU.\n")
 	if len(r.errs) > 0 {
 		fmt.Fprintf(&b, "- Sampling errors: %s\n", strings.Join(r.errs, "; "))

@@ -161,7 +161,9 @@ func (r *rig) serviceEnv(dbURL string, tp topics) []string {
 	}
 }
 
-type topics struct{ input, dlq, out1, out2, group string }
+// topics are a run's topics and consumer group; probe is the broker
+// probe's (brokerProbe), empty where none runs.
+type topics struct{ input, dlq, out1, out2, probe, group string }
 
 func (r *rig) topics(prefix string) topics {
 	return topics{
@@ -169,6 +171,7 @@ func (r *rig) topics(prefix string) topics {
 		dlq:   r.createTopic(prefix+".dlq", 3),
 		out1:  r.createTopic(prefix+".route-in", 3),
 		out2:  r.createTopic(prefix+".georef", 3),
+		probe: r.createTopic(prefix+".probe", 1),
 		group: prefix + "-ingestor",
 	}
 }

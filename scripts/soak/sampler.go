@@ -46,12 +46,15 @@ type sample struct {
 	// those that ended in it (PostgreSQL adds both times at the end; the
 	// sync phase fsyncs every file the checkpoint wrote, and the commits'
 	// WAL fsyncs queue behind it on a shared disk); and the ingestor's
-	// commits in it, with those that took over slowCommit.
+	// commits in it, with those that took over slowCommit; and the slowest
+	// acknowledgement of the broker probe that arrived in it
+	// (brokerProbe: a pause of the broker itself, 0 when none arrived).
 	CheckpointsBegun  int64
 	CheckpointWriteMs float64
 	CheckpointSyncMs  float64
 	Commits           int64
 	SlowCommits       int64
+	BrokerAckMs       float64
 
 	CPUIngestor, CPURelay, CPUPostgres, MachineBusy float64
 	MachineSteal                                    float64 // share of the CPU the host gave to other tenants
@@ -74,6 +77,7 @@ type sampler struct {
 	relay    *e2e.Proc
 	pgPID    int // the postmaster
 	load     *load
+	probe    *brokerProbe
 
 	// previous cumulative readings
 	prevAt                         time.Time
@@ -90,7 +94,7 @@ type sampler struct {
 	checkpointSQL string // checkpointerSQL or bgwriterSQL, by server version
 }
 
-func newSampler(ctx context.Context, dbURL string, adm *kadm.Client, tp topics, ing, rel *e2e.Proc, l *load) (*sampler, error) {
+func newSampler(ctx context.Context, dbURL string, adm *kadm.Client, tp topics, ing, rel *e2e.Proc, l *load, probe *brokerProbe) (*sampler, error) {
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		return nil, fmt.Errorf("sampler: parse database URL: %w", err)
@@ -100,7 +104,7 @@ func newSampler(ctx context.Context, dbURL string, adm *kadm.Client, tp topics, 
 	if err != nil {
 		return nil, fmt.Errorf("sampler: connect: %w", err)
 	}
-	s := &sampler{db: db, adm: adm, tp: tp, ingestor: ing, relay: rel, load: l}
+	s := &sampler{db: db, adm: adm, tp: tp, ingestor: ing, relay: rel, load: l, probe: probe}
 	var backend int
 	if err := db.QueryRow(ctx, `select pg_backend_pid()`).Scan(&backend); err != nil {
 		db.Close()
@@ -243,6 +247,7 @@ func (s *sampler) read(ctx context.Context, w int) (sample, []error) {
 		out.CheckpointWriteMs, out.CheckpointSyncMs = writeMs-s.prevWriteMs, syncMs-s.prevSyncMs
 		out.Commits = int64(commits - s.prevCommits)
 		out.SlowCommits = int64(slowCommits - s.prevSlowCommits)
+		out.BrokerAckMs = s.probe.worstMs(w)
 		out.CPUIngestor = (cpu[0] - s.prevCPU[0]) / secs
 		out.CPURelay = (cpu[1] - s.prevCPU[1]) / secs
 		out.CPUPostgres = (cpu[2] - s.prevCPU[2]) / secs

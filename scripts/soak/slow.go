@@ -14,12 +14,21 @@ const slowWindowMs = 100
 // neither, and is not counted).
 func (s sample) checkpointEnded() bool { return s.CheckpointWriteMs > 0 || s.CheckpointSyncMs > 0 }
 
+// brokerStallMs is the acknowledgement of a broker probe record above which
+// the broker counts as paused: about fifteen times the probe's p99 in the
+// soaks at 1,000 passports/s (3–4 ms).
+const brokerStallMs = 50
+
+// brokerStalled says whether the broker paused in the window.
+func (s sample) brokerStalled() bool { return s.BrokerAckMs > brokerStallMs }
+
 // slowCounts are the windows outside the hold with outputs, the slow ones
-// among them, and how many of each had a checkpoint end (ckpt, slowCkpt)
-// or the ingestor commit slowly (slowCommit) in them or in the window
-// before: a stall shows in the latency of the outputs that arrive after it.
+// among them, and how many of each had a checkpoint end (ckpt, slowCkpt),
+// the broker pause (stall, slowStall) or the ingestor commit slowly
+// (slowCommit) in them or in the window before: a stall shows in the
+// latency of the outputs that arrive after it.
 type slowCounts struct {
-	windows, ckpt, slow, slowCkpt, slowCommit int
+	windows, ckpt, stall, slow, slowCkpt, slowStall, slowCommit int
 }
 
 func countSlow(ss []sample) slowCounts {
@@ -34,9 +43,12 @@ func countSlow(ss []sample) slowCounts {
 			continue
 		}
 		c.windows++
-		ckpt := near(i, checkpointed)
+		ckpt, stall := near(i, checkpointed), near(i, sample.brokerStalled)
 		if ckpt {
 			c.ckpt++
+		}
+		if stall {
+			c.stall++
 		}
 		if s.P99 <= slowWindowMs {
 			continue
@@ -44,6 +56,9 @@ func countSlow(ss []sample) slowCounts {
 		c.slow++
 		if ckpt {
 			c.slowCkpt++
+		}
+		if stall {
+			c.slowStall++
 		}
 		if near(i, slowCommits) {
 			c.slowCommit++
@@ -60,6 +75,8 @@ func slowWindowsText(r *run) string {
 	if c.windows == 0 {
 		return "No window outside the hold had outputs."
 	}
-	return fmt.Sprintf("Windows of %s outside the hold with p99 over %d ms: %d of %d. A checkpoint ended in %d of them or in the window before (in %d of all %d windows, %.0f %%); the ingestor had commits over 100 ms in %d of them or in the window before.",
-		r.cfg.sampleStep.Round(time.Second), slowWindowMs, c.slow, c.windows, c.slowCkpt, c.ckpt, c.windows, 100*float64(c.ckpt)/float64(c.windows), c.slowCommit)
+	share := func(n int) float64 { return 100 * float64(n) / float64(c.windows) }
+	return fmt.Sprintf("Windows of %s outside the hold with p99 over %d ms: %d of %d. A checkpoint ended in %d of them or in the window before (in %d of all %d windows, %.0f %%); the broker held a probe record over %d ms in %d of them or in the window before (in %d of all windows, %.0f %%); the ingestor had commits over 100 ms in %d of them or in the window before.",
+		r.cfg.sampleStep.Round(time.Second), slowWindowMs, c.slow, c.windows, c.slowCkpt, c.ckpt, c.windows, share(c.ckpt),
+		brokerStallMs, c.slowStall, c.stall, share(c.stall), c.slowCommit)
 }

@@ -18,6 +18,7 @@ type run struct {
 	start    time.Time
 	samples  []sample
 	load     *load
+	probe    *brokerProbe
 	hold     heldSnapshot
 	status   map[string]int64 // outbox rows per status at the end
 	machine  string
@@ -74,6 +75,13 @@ func runSoak(t testing.TB) {
 		t.Fatalf("soak: consumer: %v", err)
 	}
 	defer cons.Close()
+	// A client of its own, so that its records never wait in a batch of
+	// the load's.
+	probeCl, err := kgo.NewClient(kgo.SeedBrokers(r.bootstrap), kgo.DefaultProduceTopic(tp.probe), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatalf("soak: broker probe: %v", err)
+	}
+	defer probeCl.Close()
 
 	say("soak: %d passports/s for %s, OUTBOX_RETENTION=%s, snapshot held %s from %s; relay settings %v",
 		cfg.rate, cfg.duration, cfg.retention, cfg.hold, cfg.holdStart, cfg.relayEnv)
@@ -89,7 +97,8 @@ func runSoak(t testing.TB) {
 	time.Sleep(time.Second) // the consumer joins before the first passport
 	res.start = time.Now()
 	l.start = res.start
-	smp, err := newSampler(ctx, url, r.adm, tp, ing, rel, l)
+	res.probe = newBrokerProbe(res.start, cfg.sampleStep)
+	smp, err := newSampler(ctx, url, r.adm, tp, ing, rel, l, res.probe)
 	if err != nil {
 		t.Fatalf("soak: %v", err)
 	}
@@ -97,6 +106,7 @@ func runSoak(t testing.TB) {
 	produceCtx, stopProduce := context.WithTimeout(ctx, cfg.duration)
 	defer stopProduce()
 	go l.produce(produceCtx, prod, cfg.rate, uint64(res.start.UnixNano()))
+	go res.probe.run(produceCtx, probeCl)
 	holdDone := make(chan heldSnapshot, 1)
 	if cfg.hold > 0 {
 		go func() { holdDone <- holdSnapshot(ctx, url, res.start.Add(cfg.holdStart), cfg.hold) }()

@@ -60,9 +60,11 @@ func TestBoundedTarget(t *testing.T) {
 	}
 }
 
-// TestCountSlow: a slow window is put down to a checkpoint's end or a slow
-// commit in it or in the window before (not to a checkpoint's start), windows of the hold and windows without
-// outputs are left out, and a slow window with neither counts for neither.
+// TestCountSlow: a slow window is put down to a checkpoint's end, a broker
+// pause or a slow commit in it or in the window before (not to a
+// checkpoint's start, nor to a probe acknowledged within brokerStallMs),
+// windows of the hold and windows without outputs are left out, and a slow
+// window with none of them counts for none.
 func TestCountSlow(t *testing.T) {
 	w := func(p99, syncMs float64, slowCommits int64, hold bool, outputs int64) sample {
 		return sample{P99: p99, CheckpointSyncMs: syncMs, SlowCommits: slowCommits, Hold: hold, Outputs: outputs}
@@ -73,12 +75,16 @@ func TestCountSlow(t *testing.T) {
 		w(300, 0, 0, false, 2000),                      // slow, after the checkpoint
 		w(200, 0, 5, false, 2000),                      // slow, with slow commits
 		w(900, 0, 0, true, 2000),                       // the hold: left out
-		w(150, 0, 0, false, 2000),                      // slow, neither
+		w(150, 0, 0, false, 2000),                      // slow, none of them
 		w(0, 0, 0, false, 0),                           // no outputs: left out
 		{P99: 400, CheckpointsBegun: 1, Outputs: 2000}, // slow as one begins: not its end
+		{P99: 20, BrokerAckMs: 40, Outputs: 2000},      // a probe within brokerStallMs
+		{P99: 250, BrokerAckMs: 210, Outputs: 2000},    // slow, the broker paused
+		{P99: 120, Outputs: 2000},                      // slow, after the pause
+		{P99: 20, Outputs: 2000},                       // normal
 	}
 	got := countSlow(ss)
-	want := slowCounts{windows: 6, ckpt: 2, slow: 4, slowCkpt: 1, slowCommit: 1}
+	want := slowCounts{windows: 10, ckpt: 2, stall: 2, slow: 6, slowCkpt: 1, slowStall: 2, slowCommit: 1}
 	if got != want {
 		t.Fatalf("countSlow = %+v, want %+v", got, want)
 	}
