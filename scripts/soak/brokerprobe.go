@@ -17,8 +17,7 @@ import (
 // relay's produces, the load's own. The probe tells those windows from the
 // service's own.
 type brokerProbe struct {
-	start time.Time
-	step  time.Duration
+	clock windowClock
 
 	mu    sync.Mutex
 	worst map[int]time.Duration // window → slowest acknowledgement in it
@@ -30,8 +29,8 @@ type brokerProbe struct {
 // brokerStallMs holds at least two probe records.
 const probeEvery = 20 * time.Millisecond
 
-func newBrokerProbe(start time.Time, step time.Duration) *brokerProbe {
-	return &brokerProbe{start: start, step: step, worst: map[int]time.Duration{}}
+func newBrokerProbe(clock windowClock) *brokerProbe {
+	return &brokerProbe{clock: clock, worst: map[int]time.Duration{}}
 }
 
 // run produces probe records through cl until ctx ends.
@@ -62,7 +61,7 @@ func (p *brokerProbe) acked(now, sentAt time.Time, err error) {
 		p.fails++
 		return
 	}
-	w := int(now.Sub(p.start) / p.step)
+	w := p.clock.window(now)
 	if d := now.Sub(sentAt); d > p.worst[w] {
 		p.worst[w] = d
 	}

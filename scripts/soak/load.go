@@ -70,8 +70,7 @@ func (h *hist) quantile(q float64) float64 {
 // topics; each output's latency goes into the histogram of the window it
 // arrived in.
 type load struct {
-	start time.Time
-	step  time.Duration
+	clock windowClock
 
 	mu       sync.Mutex
 	inflight map[string]*sent // routeId → send time; removed at its second output
@@ -89,8 +88,18 @@ type sent struct {
 	seen int
 }
 
-func newLoad(start time.Time, step time.Duration) *load {
-	return &load{start: start, step: step, inflight: map[string]*sent{}, windows: map[int]*hist{}}
+// windowClock maps an instant to the sample window it falls in, so that
+// the load's latencies and the broker probe's acknowledgements land in the
+// same windows as the sampler's readings.
+type windowClock struct {
+	start time.Time
+	step  time.Duration
+}
+
+func (c windowClock) window(t time.Time) int { return int(t.Sub(c.start) / c.step) }
+
+func newLoad(clock windowClock) *load {
+	return &load{clock: clock, inflight: map[string]*sent{}, windows: map[int]*hist{}}
 }
 
 // produce sends passports at rate per second until ctx ends. Records are
@@ -171,7 +180,7 @@ func (l *load) consume(ctx context.Context, cl *kgo.Client) {
 	for ctx.Err() == nil {
 		fs := cl.PollFetches(ctx)
 		now := time.Now()
-		w := int(now.Sub(l.start) / l.step)
+		w := l.clock.window(now)
 		fs.EachRecord(func(kr *kgo.Record) {
 			id, ok := routeIDOf(kr.Value)
 			if !ok {

@@ -88,16 +88,17 @@ func runSoak(t testing.TB) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	res := &run{cfg: cfg, machine: r.machineState(ctx)}
-	res.start = time.Now()
-	l := newLoad(res.start, cfg.sampleStep)
+	// The run's clock starts a second from now, so that the consumer has
+	// joined before the first passport.
+	res.start = time.Now().Add(time.Second)
+	clock := windowClock{start: res.start, step: cfg.sampleStep}
+	l := newLoad(clock)
 	res.load = l
 	consumeCtx, stopConsume := context.WithCancel(ctx)
 	defer stopConsume()
 	go l.consume(consumeCtx, cons)
-	time.Sleep(time.Second) // the consumer joins before the first passport
-	res.start = time.Now()
-	l.start = res.start
-	res.probe = newBrokerProbe(res.start, cfg.sampleStep)
+	time.Sleep(time.Until(res.start))
+	res.probe = newBrokerProbe(clock)
 	smp, err := newSampler(ctx, url, r.adm, tp, ing, rel, l, res.probe)
 	if err != nil {
 		t.Fatalf("soak: %v", err)
