@@ -1161,7 +1161,6 @@ func TestFakePauseBytesHoldsUntilDrained(t *testing.T) {
 	t.Parallel()
 	vs := values(t, 200)
 	c := newFakeConsumer(0)
-	c.add(0, vs...)
 	s := newFakeStore()
 	pauseBytes := 10 * len(vs[0])
 	startFake(t, c, s, &fakeDLQ{}, func(cfg *ingest.Config) {
@@ -1169,6 +1168,10 @@ func TestFakePauseBytesHoldsUntilDrained(t *testing.T) {
 		cfg.BatchBytes = 2 * len(vs[0]) // two records a batch: the two slots hold four
 	})
 	calls, release := holdWrites(t, s, 2)
+	// Only now: a batch written before the writes were held would free its
+	// slot, and more than the bound below would be fetched (a CI run
+	// fetched 16).
+	c.add(0, vs...)
 	require.Eventually(t, func() bool { return calls.Load() == 2 && c.isPaused(0) }, 10*time.Second, time.Millisecond,
 		"both slots held and the partition paused")
 
