@@ -195,6 +195,49 @@ func (r *Relay) judgeUnavailable(ctx, pubCtx context.Context, b *batch) {
 	// cluster's fault, not the rows'. Retry later with backoff, without
 	// counting an attempt.
 	b.postponed = b.unavail
+	r.explainPostponed(pubCtx, b)
+}
+
+// partitionDescriber is what a Publisher may add (kafkax.Producer does):
+// what the cluster's metadata shows of a topic's partitions.
+type partitionDescriber interface {
+	DescribePartitions(ctx context.Context, topic string, timeout time.Duration) (string, error)
+}
+
+// describeWait bounds the metadata request of explainPostponed. A broker
+// has just answered the probe, so the answer takes milliseconds; on a link
+// too slow for this the errors stay as they are.
+const describeWait = time.Second
+
+// explainPostponed adds to each postponed row's error what the cluster's
+// metadata shows of its topic's partitions (a partition without a leader,
+// replicas out of sync), one request per topic: librdkafka retries a
+// refused produce until its timeout and then reports only "Message timed
+// out", and last_error and the log should say what an operator can act
+// on. When the publisher cannot describe, or the request fails, the errors
+// stay as they are. It never takes the time the postpone's write has
+// within the lease (markMargin, as settle's marks).
+func (r *Relay) explainPostponed(ctx context.Context, b *batch) {
+	d, ok := r.pub.(partitionDescriber)
+	if !ok {
+		return
+	}
+	writeBy := b.start.Add(r.cfg.LockTimeout - markMargin)
+	said := map[string]string{}
+	for _, i := range b.postponed {
+		topic := b.rows[i].Topic
+		desc, asked := said[topic]
+		if wait := min(describeWait, time.Until(writeBy)); !asked && wait > 0 {
+			var err error
+			if desc, err = d.DescribePartitions(ctx, topic, wait); err != nil {
+				r.logger.DebugContext(ctx, "could not describe the partitions of a topic whose rows are postponed", "topic", topic, "err", err)
+			}
+			said[topic] = desc
+		}
+		if desc != "" {
+			b.errs[i] = fmt.Errorf("%w; %s", b.errs[i], desc)
+		}
+	}
 }
 
 // shutdownContext returns a context that outlives ctx by grace.

@@ -631,7 +631,9 @@ func TestRelayPartitionWithoutReplicasCountsNoAttempt(t *testing.T) {
 		require.Equal(t, outbox.StatusPending, st.Status)
 		require.Zero(t, st.Attempts, "no attempt counted while the partition lacks replicas")
 		require.NotNil(t, st.LastError)
-		t.Logf("last_error: %s", *st.LastError)
+		// kfake refuses the produce but reports the partition healthy,
+		// and last_error says both.
+		require.Contains(t, *st.LastError, "the metadata of "+topic+" shows a leader and every replica in sync", "last_error: %s", *st.LastError)
 	}
 	require.Zero(t, rr.metric(t, "route_passport_outbox_failed_total"))
 	require.Zero(t, rr.metric(t, "route_passport_outbox_retry_total"))
@@ -639,6 +641,43 @@ func TestRelayPartitionWithoutReplicasCountsNoAttempt(t *testing.T) {
 
 	refuse.Store(false)
 	eventually(t, 30*time.Second, "published once replicas are back", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 2 })
+	require.Zero(t, relaytest.Get(t, b.pool, rows[0].ID).Attempts)
+}
+
+// TestRelayLastErrorNamesAPartitionWithoutLeader: while the cluster reports
+// a partition without a leader, librdkafka holds its records until they
+// time out and says only that. The postponed rows' last_error adds what the
+// cluster's metadata shows (the partition has no leader), and once the
+// leader is back everything is published, no attempt counted.
+func TestRelayLastErrorNamesAPartitionWithoutLeader(t *testing.T) {
+	t.Parallel()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1))
+	require.NoError(t, err)
+	t.Cleanup(cluster.Close)
+	addr := cluster.ListenAddrs()[0]
+	b := setup(t, addr)
+	topic := testenv.CreateTopic(t, addr, "no-leader", 1)
+	// The relay's probe asks for the brokers alone, which no topic fault
+	// matches: a broker answers, and the rows are postponed, not given back.
+	noLeader := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Metadata, kmsg.Produce}, Topic: topic, Partitions: []int32{0},
+		Err: kerr.LeaderNotAvailable, Count: -1})
+
+	rr := b.start(t, relay.Config{MaxAttempts: 2, InitialBackoff: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
+		PollInterval: 100 * time.Millisecond, PublishTimeout: time.Second, LockTimeout: time.Second + relay.LeaseMargin})
+	rows := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic}, outbox.Event{Topic: topic})
+
+	eventually(t, 15*time.Second, "rows postponed", func() bool { return rr.metric(t, "route_passport_outbox_postponed_total") >= 2 })
+	for _, r := range rows {
+		st := relaytest.Get(t, b.pool, r.ID)
+		require.Equal(t, outbox.StatusPending, st.Status)
+		require.Zero(t, st.Attempts)
+		require.NotNil(t, st.LastError)
+		require.Contains(t, *st.LastError, "the metadata of "+topic+": partition 0 has no leader", "last_error: %s", *st.LastError)
+	}
+
+	noLeader.Remove()
+	eventually(t, 30*time.Second, "published once the leader is back", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 2 })
+	require.Zero(t, rr.metric(t, "route_passport_outbox_failed_total"))
 	require.Zero(t, relaytest.Get(t, b.pool, rows[0].ID).Attempts)
 }
 
