@@ -61,13 +61,7 @@ func TestDescribePartitionsAsksTheBroker(t *testing.T) {
 	bootstrap := testenv.KafkaBootstrap(t)
 	topic := testenv.Topic(t, "describe", 2)
 	missing := "describe-missing-" + uuid.NewString()[:8]
-	p, err := NewProducer(slog.New(slog.NewTextHandler(io.Discard, nil)), ProducerConfig{
-		ClientConfig: ClientConfig{BootstrapServers: bootstrap, ClientID: "describe-test",
-			Properties: map[string]string{"allow.auto.create.topics": "false"}},
-		DeliveryTimeout: 5 * time.Second,
-	})
-	require.NoError(t, err)
-	defer p.Close(time.Second)
+	p := noAutoCreateProducer(t, slog.New(slog.NewTextHandler(io.Discard, nil)), bootstrap, "describe-test")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 

@@ -45,15 +45,7 @@ func TestProbeNamesAMissingTopic(t *testing.T) {
 	defer func() { require.NoError(t, c.Close()) }()
 	requireMissing(c.Probe(ctx, 5*time.Second))
 
-	// allow.auto.create.topics=false: the dev broker, as Apache Kafka by
-	// default, would otherwise create the topic for the producer's request.
-	p, err := NewProducer(logger, ProducerConfig{
-		ClientConfig: ClientConfig{BootstrapServers: bootstrap, ClientID: "probe-test",
-			Properties: map[string]string{"allow.auto.create.topics": "false"}},
-		DeliveryTimeout: 5 * time.Second,
-	})
-	require.NoError(t, err)
-	defer p.Close(time.Second)
+	p := noAutoCreateProducer(t, logger, bootstrap, "probe-test")
 	requireMissing(p.Probe(ctx, missing, 5*time.Second))
 	require.NoError(t, p.Probe(ctx, existing, 5*time.Second))
 	require.NoError(t, p.Probe(ctx, "", 5*time.Second))
@@ -68,13 +60,7 @@ func TestWarnMissingTopics(t *testing.T) {
 	missing := "warn-missing-" + uuid.NewString()[:8]
 	var logs testenv.SyncBuffer
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
-	p, err := NewProducer(logger, ProducerConfig{
-		ClientConfig: ClientConfig{BootstrapServers: bootstrap, ClientID: "warn-topics-test",
-			Properties: map[string]string{"allow.auto.create.topics": "false"}},
-		DeliveryTimeout: 5 * time.Second,
-	})
-	require.NoError(t, err)
-	defer p.Close(time.Second)
+	p := noAutoCreateProducer(t, logger, bootstrap, "warn-topics-test")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -110,6 +96,23 @@ func TestWarnMissingTopicsCreatedOnDemand(t *testing.T) {
 	require.NoError(t, ctx.Err())
 	require.Empty(t, topicWarnings(t, logs.String()), logs.String())
 	require.NoError(t, p.Probe(ctx, created, 5*time.Second), "the brokers created the topic")
+}
+
+// noAutoCreateProducer is a producer of bootstrap's brokers, closed with
+// the test, that does not ask them to create the topics it names
+// (allow.auto.create.topics=false): the dev broker, as Apache Kafka by
+// default, would otherwise create a topic for the producer's metadata
+// request.
+func noAutoCreateProducer(t *testing.T, logger *slog.Logger, bootstrap, clientID string) *Producer {
+	t.Helper()
+	p, err := NewProducer(logger, ProducerConfig{
+		ClientConfig: ClientConfig{BootstrapServers: bootstrap, ClientID: clientID,
+			Properties: map[string]string{"allow.auto.create.topics": "false"}},
+		DeliveryTimeout: 5 * time.Second,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close(time.Second) })
+	return p
 }
 
 // topicWarnings returns the JSON log lines of WarnMissingTopics' warning.

@@ -588,10 +588,7 @@ func TestRelayRetentionAndGauges(t *testing.T) {
 // however long it lasts; last_error says why; all is published afterwards.
 func TestRelayPartitionWithoutReplicasCountsNoAttempt(t *testing.T) {
 	t.Parallel()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1))
-	require.NoError(t, err)
-	t.Cleanup(cluster.Close)
-	addr := cluster.ListenAddrs()[0]
+	cluster, addr := ownCluster(t)
 	b := setup(t, addr)
 	topic := testenv.CreateTopic(t, addr, "no-isr", 1)
 	var refuse atomic.Bool
@@ -619,29 +616,12 @@ func TestRelayPartitionWithoutReplicasCountsNoAttempt(t *testing.T) {
 		return resp, nil, true
 	})
 
-	rr := b.start(t, relay.Config{MaxAttempts: 2, InitialBackoff: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
-		PollInterval: 100 * time.Millisecond, PublishTimeout: time.Second, LockTimeout: time.Second + relay.LeaseMargin})
-	rows := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic}, outbox.Event{Topic: topic})
-
-	// MaxAttempts × (PublishTimeout + MaxBackoff) is about 2s: stay refused
-	// for several times that.
-	eventually(t, 15*time.Second, "rows postponed", func() bool { return rr.metric(t, "route_passport_outbox_postponed_total") >= 4 })
-	for _, r := range rows {
-		st := relaytest.Get(t, b.pool, r.ID)
-		require.Equal(t, outbox.StatusPending, st.Status)
-		require.Zero(t, st.Attempts, "no attempt counted while the partition lacks replicas")
-		require.NotNil(t, st.LastError)
-		// kfake refuses the produce but reports the partition healthy,
-		// and last_error says both.
-		require.Contains(t, *st.LastError, "the metadata of "+topic+" shows a leader and every replica in sync", "last_error: %s", *st.LastError)
-	}
-	require.Zero(t, rr.metric(t, "route_passport_outbox_failed_total"))
-	require.Zero(t, rr.metric(t, "route_passport_outbox_retry_total"))
-	require.Positive(t, refused.Load())
-
-	refuse.Store(false)
-	eventually(t, 30*time.Second, "published once replicas are back", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 2 })
-	require.Zero(t, relaytest.Get(t, b.pool, rows[0].ID).Attempts)
+	// kfake refuses the produce but reports the partition healthy, and
+	// last_error says both.
+	postponedThenPublished(t, b, topic, "the metadata of "+topic+" shows a leader and every replica in sync", func() {
+		require.Positive(t, refused.Load())
+		refuse.Store(false)
+	})
 }
 
 // TestRelayLastErrorNamesAPartitionWithoutLeader: while the cluster reports
@@ -651,10 +631,7 @@ func TestRelayPartitionWithoutReplicasCountsNoAttempt(t *testing.T) {
 // leader is back everything is published, no attempt counted.
 func TestRelayLastErrorNamesAPartitionWithoutLeader(t *testing.T) {
 	t.Parallel()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1))
-	require.NoError(t, err)
-	t.Cleanup(cluster.Close)
-	addr := cluster.ListenAddrs()[0]
+	cluster, addr := ownCluster(t)
 	b := setup(t, addr)
 	topic := testenv.CreateTopic(t, addr, "no-leader", 1)
 	// The relay's probe asks for the brokers alone, which no topic fault
@@ -662,23 +639,55 @@ func TestRelayLastErrorNamesAPartitionWithoutLeader(t *testing.T) {
 	noLeader := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Metadata, kmsg.Produce}, Topic: topic, Partitions: []int32{0},
 		Err: kerr.LeaderNotAvailable, Count: -1})
 
-	rr := b.start(t, relay.Config{MaxAttempts: 2, InitialBackoff: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
-		PollInterval: 100 * time.Millisecond, PublishTimeout: time.Second, LockTimeout: time.Second + relay.LeaseMargin})
+	postponedThenPublished(t, b, topic, "the metadata of "+topic+": partition 0 has no leader", noLeader.Remove)
+}
+
+// postponedThenPublished starts a relay (refusedConfig) on b, whose cluster
+// refuses topic's records until lift is called, and inserts two rows. The
+// rows are postponed for several publish timeouts, PENDING with no attempt
+// counted and last_error containing lastError; once lift ends the refusal
+// they are published, still with no attempt, none FAILED or retried.
+func postponedThenPublished(t *testing.T, b *testBundle, topic, lastError string, lift func()) {
+	t.Helper()
+	rr := b.start(t, refusedConfig())
 	rows := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic}, outbox.Event{Topic: topic})
 
-	eventually(t, 15*time.Second, "rows postponed", func() bool { return rr.metric(t, "route_passport_outbox_postponed_total") >= 2 })
+	// MaxAttempts × (PublishTimeout + MaxBackoff) is about 2s: stay refused
+	// for several times that.
+	eventually(t, 15*time.Second, "rows postponed", func() bool { return rr.metric(t, "route_passport_outbox_postponed_total") >= 4 })
 	for _, r := range rows {
 		st := relaytest.Get(t, b.pool, r.ID)
 		require.Equal(t, outbox.StatusPending, st.Status)
-		require.Zero(t, st.Attempts)
+		require.Zero(t, st.Attempts, "no attempt counted while the cluster refuses")
 		require.NotNil(t, st.LastError)
-		require.Contains(t, *st.LastError, "the metadata of "+topic+": partition 0 has no leader", "last_error: %s", *st.LastError)
+		require.Contains(t, *st.LastError, lastError, "last_error: %s", *st.LastError)
 	}
-
-	noLeader.Remove()
-	eventually(t, 30*time.Second, "published once the leader is back", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 2 })
 	require.Zero(t, rr.metric(t, "route_passport_outbox_failed_total"))
-	require.Zero(t, relaytest.Get(t, b.pool, rows[0].ID).Attempts)
+	require.Zero(t, rr.metric(t, "route_passport_outbox_retry_total"))
+
+	lift()
+	eventually(t, 30*time.Second, "published once the cluster takes them", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 2 })
+	for _, r := range rows {
+		require.Zero(t, relaytest.Get(t, b.pool, r.ID).Attempts)
+	}
+}
+
+// refusedConfig is a relay that learns fast that the cluster refuses its
+// records: a publish times out after a second, and a row retries within
+// 100 ms.
+func refusedConfig() relay.Config {
+	return relay.Config{MaxAttempts: 2, InitialBackoff: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
+		PollInterval: 100 * time.Millisecond, PublishTimeout: time.Second, LockTimeout: time.Second + relay.LeaseMargin}
+}
+
+// ownCluster starts an in-process broker of the test's own, for faults that
+// the shared one must not see, and returns it with its address.
+func ownCluster(t *testing.T) (*kfake.Cluster, string) {
+	t.Helper()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1))
+	require.NoError(t, err)
+	t.Cleanup(cluster.Close)
+	return cluster, cluster.ListenAddrs()[0]
 }
 
 // TestRelayTableHealthGauges: the housekeeping exports the oldest
