@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/pcp/route-processing/pkg/backoff"
 	"github.com/pcp/route-processing/pkg/dlq"
@@ -78,6 +79,9 @@ func (in *Ingestor) deadLetter(ctx context.Context, items []*item, why func(*ite
 		if ctx.Err() != nil {
 			return
 		}
+		if !in.dlqHealth.outage.Load() {
+			firstErr = in.explainDLQ(ctx, firstErr)
+		}
 		in.dlqHealth.fail(ctx, firstErr)
 		items = failed
 		// A probe that reaches the brokers again ends the wait.
@@ -132,6 +136,38 @@ func recordAttrs(it *item) []any {
 		}
 	}
 	return attrs
+}
+
+// partitionDescriber is what a DLQ may add (kafkax.Producer does): what
+// the cluster's metadata shows of a topic's partitions.
+type partitionDescriber interface {
+	DescribePartitions(ctx context.Context, topic string, timeout time.Duration) (string, error)
+}
+
+// describeWait bounds explainDLQ's metadata request, and so the delay of
+// the outage it explains. It runs only when the DLQ is not in an outage
+// yet: a hung broker is flagged while the produce is still outstanding
+// (the stall watch's probe fails), so what is left is mostly brokers that
+// answer and could not take the letters, whose answer takes milliseconds.
+const describeWait = time.Second
+
+// explainDLQ adds to err, about to pause consumption, what the cluster's
+// metadata shows of the DLQ topic when the cluster could not take the
+// letters (record.ErrUnavailable): librdkafka retries a refused produce
+// (no leader, not enough replicas) until its timeout and then reports only
+// "Message timed out". When the DLQ cannot describe, or the request fails,
+// err stays as it is.
+func (in *Ingestor) explainDLQ(ctx context.Context, err error) error {
+	d, ok := in.deadLetters.(partitionDescriber)
+	if !ok || !errors.Is(err, record.ErrUnavailable) {
+		return err
+	}
+	desc, derr := d.DescribePartitions(ctx, in.cfg.DLQTopic, describeWait)
+	if derr != nil {
+		in.logger.DebugContext(ctx, "could not describe the DLQ topic's partitions", "topic", in.cfg.DLQTopic, "err", derr)
+		return err
+	}
+	return fmt.Errorf("%w; %s", err, desc)
 }
 
 // dlqSymptom is the DLQ's /readyz reason: the topic, named, when the

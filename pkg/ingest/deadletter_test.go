@@ -3,14 +3,21 @@ package ingest_test
 import (
 	"context"
 	"crypto/rand"
+	"io"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pcp/route-processing/pkg/dlq"
+	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
 
@@ -50,5 +57,44 @@ func TestDLQTooLargeIsDeadLetteredWithoutValue(t *testing.T) {
 	cat, _ := byKey["big"].Header(dlq.HeaderErrorCategory)
 	require.Equal(t, string(dlq.CategoryContract), cat, "the DLQ headers are kept")
 	require.Equal(t, `{"x":1}`, string(byKey["small"].Value))
+	require.NoError(t, r.stop(t))
+}
+
+// A DLQ topic whose partition has no leader: librdkafka holds the letters
+// until they time out and says only that. The line that pauses
+// consumption also says what the cluster's metadata shows, and once the
+// partition has a leader again the record is dead-lettered and committed.
+func TestDLQWithoutLeaderIsExplained(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1, "")
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1))
+	require.NoError(t, err)
+	t.Cleanup(cluster.Close)
+	addr := cluster.ListenAddrs()[0]
+	b.dlqTopic = testenv.CreateTopic(t, addr, "ingest-dlq", 1)
+	// The DLQ's probe asks for the topic, which a partition's fault does
+	// not fail: a broker answers, as it would for a leaderless partition.
+	noLeader := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Metadata, kmsg.Produce}, Topic: b.dlqTopic, Partitions: []int32{0},
+		Err: kerr.LeaderNotAvailable, Count: -1})
+	var logs testenv.SyncBuffer
+	b.logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p, err := kafkax.NewProducer(b.logger, kafkax.ProducerConfig{
+		ClientConfig:    kafkax.ClientConfig{BootstrapServers: addr, ClientID: "ingest-test-dlq"},
+		DeliveryTimeout: 2 * time.Second,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close(5 * time.Second) })
+	b.producer = p
+	r := b.start(t)
+
+	all := testenv.Produce(t, b.bootstrap, b.topic, testenv.Record{Key: []byte("bad"), Value: []byte("{")})
+	want := "the metadata of " + b.dlqTopic + ": partition 0 has no leader"
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), want) }, 30*time.Second, 50*time.Millisecond,
+		"the pause is explained: %s", logs.String())
+	require.Zero(t, b.committed(t)[0], "nothing committed before the record is dead-lettered")
+
+	noLeader.Remove()
+	b.waitCommitted(t, endOffsets(all), 60*time.Second)
+	require.Len(t, testenv.ReadAll(t, addr, b.dlqTopic), 1)
 	require.NoError(t, r.stop(t))
 }
