@@ -17,7 +17,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pcp/route-processing/pkg/dlq"
-	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
 
@@ -67,10 +66,7 @@ func TestDLQTooLargeIsDeadLetteredWithoutValue(t *testing.T) {
 func TestDLQWithoutLeaderIsExplained(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1, "")
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1))
-	require.NoError(t, err)
-	t.Cleanup(cluster.Close)
-	addr := cluster.ListenAddrs()[0]
+	cluster, addr := testenv.OwnKafka(t)
 	b.dlqTopic = testenv.CreateTopic(t, addr, "ingest-dlq", 1)
 	// The DLQ's probe asks for the topic, which a partition's fault does
 	// not fail: a broker answers, as it would for a leaderless partition.
@@ -78,13 +74,7 @@ func TestDLQWithoutLeaderIsExplained(t *testing.T) {
 		Err: kerr.LeaderNotAvailable, Count: -1})
 	var logs testenv.SyncBuffer
 	b.logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	p, err := kafkax.NewProducer(b.logger, kafkax.ProducerConfig{
-		ClientConfig:    kafkax.ClientConfig{BootstrapServers: addr, ClientID: "ingest-test-dlq"},
-		DeliveryTimeout: 2 * time.Second,
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { p.Close(5 * time.Second) })
-	b.producer = p
+	b.dlqAt(t, addr, 2*time.Second)
 	r := b.start(t)
 
 	all := testenv.Produce(t, b.bootstrap, b.topic, testenv.Record{Key: []byte("bad"), Value: []byte("{")})

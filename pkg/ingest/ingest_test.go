@@ -116,14 +116,21 @@ func setup(t testing.TB, partitions int, dbURL string) *testBundle {
 	}
 	b.logs = logCounter{slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}), &sync.Mutex{}, &[]string{}}
 	b.logger = slog.New(b.logs)
+	b.dlqAt(t, b.bootstrap, 10*time.Second)
+	return b
+}
+
+// dlqAt makes the bundle's DLQ producer one of bootstrap's brokers, with
+// b.logger and deliveryTimeout, closed with the test.
+func (b *testBundle) dlqAt(t testing.TB, bootstrap string, deliveryTimeout time.Duration) {
+	t.Helper()
 	p, err := kafkax.NewProducer(b.logger, kafkax.ProducerConfig{
-		ClientConfig:    kafkax.ClientConfig{BootstrapServers: b.bootstrap, ClientID: "ingest-test-dlq"},
-		DeliveryTimeout: 10 * time.Second,
+		ClientConfig:    kafkax.ClientConfig{BootstrapServers: bootstrap, ClientID: "ingest-test-dlq"},
+		DeliveryTimeout: deliveryTimeout,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Close(5 * time.Second) })
 	b.producer = p
-	return b
 }
 
 type testWriter struct{ t testing.TB }

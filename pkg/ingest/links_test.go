@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/ingest"
-	"github.com/pcp/route-processing/pkg/kafkax"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
 
@@ -220,13 +219,7 @@ func TestFrozenDLQBrokerRecoversWithinSeconds(t *testing.T) {
 	b := setup(t, 1, "")
 	dlqBroker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 1})
 	b.dlqTopic = testenv.CreateTopic(t, dlqBroker.Addr(), "ingest-dlq", 1)
-	p, err := kafkax.NewProducer(b.logger, kafkax.ProducerConfig{
-		ClientConfig:    kafkax.ClientConfig{BootstrapServers: dlqBroker.Addr(), ClientID: "ingest-test-dlq"},
-		DeliveryTimeout: 3 * time.Second,
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { p.Close(5 * time.Second) })
-	b.producer = p
+	b.dlqAt(t, dlqBroker.Addr(), 3*time.Second)
 	r := b.start(t, func(c *ingest.Config) { c.MaxBackoff = 30 * time.Second })
 
 	bad := func(n int) []testenv.Record {

@@ -588,7 +588,7 @@ func TestRelayRetentionAndGauges(t *testing.T) {
 // however long it lasts; last_error says why; all is published afterwards.
 func TestRelayPartitionWithoutReplicasCountsNoAttempt(t *testing.T) {
 	t.Parallel()
-	cluster, addr := ownCluster(t)
+	cluster, addr := testenv.OwnKafka(t)
 	b := setup(t, addr)
 	topic := testenv.CreateTopic(t, addr, "no-isr", 1)
 	var refuse atomic.Bool
@@ -631,7 +631,7 @@ func TestRelayPartitionWithoutReplicasCountsNoAttempt(t *testing.T) {
 // leader is back everything is published, no attempt counted.
 func TestRelayLastErrorNamesAPartitionWithoutLeader(t *testing.T) {
 	t.Parallel()
-	cluster, addr := ownCluster(t)
+	cluster, addr := testenv.OwnKafka(t)
 	b := setup(t, addr)
 	topic := testenv.CreateTopic(t, addr, "no-leader", 1)
 	// The relay's probe asks for the brokers alone, which no topic fault
@@ -678,16 +678,6 @@ func postponedThenPublished(t *testing.T, b *testBundle, topic, lastError string
 func refusedConfig() relay.Config {
 	return relay.Config{MaxAttempts: 2, InitialBackoff: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
 		PollInterval: 100 * time.Millisecond, PublishTimeout: time.Second, LockTimeout: time.Second + relay.LeaseMargin}
-}
-
-// ownCluster starts an in-process broker of the test's own, for faults that
-// the shared one must not see, and returns it with its address.
-func ownCluster(t *testing.T) (*kfake.Cluster, string) {
-	t.Helper()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1))
-	require.NoError(t, err)
-	t.Cleanup(cluster.Close)
-	return cluster, cluster.ListenAddrs()[0]
 }
 
 // TestRelayTableHealthGauges: the housekeeping exports the oldest

@@ -83,6 +83,20 @@ func newFakeCluster(port, partitions int, topics ...string) (*kfake.Cluster, err
 	return kfake.NewCluster(opts...)
 }
 
+// OwnKafka starts a broker of t's own (kfake, in process, one broker,
+// topics of one partition created on demand) and returns it with its
+// address, for faults the shared broker must not see: kfake's Fault and
+// ControlKey act on every client of a cluster.
+func OwnKafka(t testing.TB) (*kfake.Cluster, string) {
+	t.Helper()
+	c, err := newFakeCluster(0, 1)
+	if err != nil {
+		t.Fatalf("testenv: kafka of the test's own: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c, c.ListenAddrs()[0]
+}
+
 // KafkaWithoutAutoCreate starts a broker of t's own (kfake, in process,
 // one broker) that creates no topic on demand, whatever a client asks, and
 // returns its address. It is for tests whose premise is a topic that does
