@@ -36,29 +36,58 @@ const (
 type ingestCeilingResults struct {
 	rates []float64 // passports/s per run
 	n     int
-	errs  []string
-	obs   []observation
+	// paired is set when each run was timed right after a default ingest
+	// run (ingestPhase), so that rates[i] and the ingest's def[i] share
+	// the host's minute.
+	paired bool
+	errs   []string
+	obs    []observation
 }
 
+// ingestCeiling writes the ingest phase's passports with the DB-only
+// writer, one run at a time, alone (ingestCeilingPhase) or each run right
+// after a service run (ingestPhase).
+type ingestCeiling struct {
+	recs        []passportgen.Record
+	ev          passport.EventConfig
+	maxAttempts int
+}
+
+func (b *bench) newIngestCeiling() *ingestCeiling {
+	cfg := b.ingestorConfig()
+	return &ingestCeiling{
+		recs: e2e.GenValid(1, b.cfg.ingestN), // the passports of the ingest phase
+		ev:   cfg.Ingest.Events, maxAttempts: cfg.OutboxMaxAttempts,
+	}
+}
+
+// run times one run and adds it to r.
+func (c *ingestCeiling) run(b *bench, run int, r *ingestCeilingResults) error {
+	say("bench: ingest ceiling run %d/%d: DB-only writer, %d passports, COPY + INSERT … SELECT … ON CONFLICT, %d per transaction, %d connections ...",
+		run+1, b.cfg.runs, len(c.recs), ceilingIngestTxRows, ceilingIngestConns)
+	rate, obs, err := b.ingestCeilingRun(run, c.recs, c.ev, c.maxAttempts)
+	if err != nil {
+		r.errs = append(r.errs, err.Error())
+		return err
+	}
+	say("bench:   DB-only: %.0f passports/s", rate)
+	r.rates = append(r.rates, rate)
+	r.obs = append(r.obs, obs)
+	return nil
+}
+
+// ingestCeilingPhase runs the ceiling alone, when the ingest phase does
+// not run (BENCH_ONLY=ingest-ceiling).
 func (b *bench) ingestCeilingPhase(deadline time.Time) ingestCeilingResults {
 	r := ingestCeilingResults{n: b.cfg.ingestN}
-	recs := e2e.GenValid(1, b.cfg.ingestN) // the passports of the ingest phase
-	cfg := b.ingestorConfig()
-	ev, maxAttempts := cfg.Ingest.Events, cfg.OutboxMaxAttempts
+	c := b.newIngestCeiling()
 	for run := 0; run < b.cfg.runs; run++ {
 		if run > 0 && !fits(deadline, r.obs) {
 			break
 		}
-		say("bench: ingest ceiling run %d/%d: DB-only writer, %d passports, COPY + INSERT … SELECT … ON CONFLICT, %d per transaction, %d connections ...",
-			run+1, b.cfg.runs, len(recs), ceilingIngestTxRows, ceilingIngestConns)
-		rate, obs, err := b.ingestCeilingRun(run, recs, ev, maxAttempts)
-		if err != nil {
-			r.errs = append(r.errs, err.Error())
+		if c.run(b, run, &r) != nil {
 			break
 		}
-		say("bench:   DB-only: %.0f passports/s", rate)
-		r.rates = append(r.rates, rate)
-		r.obs = append(r.obs, obs)
 	}
 	return r
 }

@@ -9,8 +9,11 @@ import (
 )
 
 type ingestResults struct {
-	def, one  []float64 // passports/s per run
-	ratios    []float64
+	def, one []float64 // passports/s per run
+	ratios   []float64
+	// ofCeiling is each default run's rate ÷ the ceiling run timed right
+	// after it, when the ceiling runs paired with the ingest.
+	ofCeiling []float64
 	toEnd     []time.Duration // default: process start → committed at the end
 	partial   []string
 	dbs       []string // databases filled by the default runs (all outbox rows PENDING)
@@ -20,10 +23,21 @@ type ingestResults struct {
 	firstWait []time.Duration
 }
 
-func (b *bench) ingestPhase(deadline time.Time) ingestResults {
+// ingestPhase times the ingestor's default and per-message runs; with
+// withCeiling, each default run is followed at once by a run of the
+// DB-only ceiling. This host's speed drifts by a fifth from one minute to
+// the next, and a ceiling timed a minute after the service's runs
+// carried that drift into their ratio; a ceiling run right after each
+// service run shares its minute.
+func (b *bench) ingestPhase(deadline time.Time, withCeiling bool) (ingestResults, ingestCeilingResults) {
 	var r ingestResults
+	rc := ingestCeilingResults{n: b.cfg.ingestN, paired: withCeiling}
+	var ceil *ingestCeiling
+	if withCeiling {
+		ceil = b.newIngestCeiling()
+	}
 	for run := 0; run < b.cfg.runs; run++ {
-		if run > 0 && !fits(deadline, r.obsDef, r.obsOne) {
+		if run > 0 && !fits(deadline, r.obsDef, r.obsOne, rc.obs) {
 			break
 		}
 		say("bench: ingest run %d/%d: default INGEST_BATCH_SIZE ...", run+1, b.cfg.runs)
@@ -34,6 +48,12 @@ func (b *bench) ingestPhase(deadline time.Time) ingestResults {
 		}
 		say("bench:   default: %.0f passports/s (%s to the end)", d.rate, d.toEnd.Round(time.Millisecond))
 		b.vacuumKept(d.db)
+		if ceil != nil {
+			if ceil.run(b, run, &rc) != nil {
+				break
+			}
+			r.ofCeiling = append(r.ofCeiling, d.rate/rc.rates[len(rc.rates)-1])
+		}
 		say("bench: ingest run %d/%d: INGEST_BATCH_SIZE=1 ...", run+1, b.cfg.runs)
 		o, err := b.ingestRun("one", "1", run, b.cfg.perMessageCap)
 		if err != nil {
@@ -52,7 +72,7 @@ func (b *bench) ingestPhase(deadline time.Time) ingestResults {
 			r.partial = append(r.partial, o.partialNote)
 		}
 	}
-	return r
+	return r, rc
 }
 
 type ingestRun struct {
