@@ -45,20 +45,19 @@ func (it *item) rec() *record.Record { return &it.acc.Source }
 //
 //   - applied: the fast attempt's statements ran (the batch holds its row
 //     locks) or will not run; applyFailed says which.
-//   - committing: the fast attempt's commit is on its way (its statements
-//     ran, or went with the commit in one round trip) or will not come; the
-//     poll loop holds the next batch until then (Ingestor.held).
 //   - fastDone: the fast attempt committed or rolled back; fastFailed says
 //     whether it failed (or, for a batch that waited for its predecessor,
 //     the predecessor's did), in which case successors that wait for it
-//     roll back too.
+//     roll back too. The poll loop holds a batch that is not full until
+//     the newest batch's fastDone (Ingestor.held).
 //   - dbDone: every valid record of the batch is written or dead-lettered
 //     (or abandoned at shutdown).
 //   - reported: the batch's result went to the poll loop, which happens in
 //     dispatch order.
 type batch struct {
-	items []*item
-	prev  *batch
+	items   []*item
+	prev    *batch
+	started time.Time // dispatched
 
 	// routes are the route ids of the valid records, set before parsed is
 	// closed and never changed afterwards.
@@ -67,7 +66,6 @@ type batch struct {
 
 	applied     chan struct{}
 	applyFailed bool
-	committing  chan struct{}
 	fastDone    chan struct{}
 	fastFailed  bool
 	dbDone      chan struct{}
@@ -82,8 +80,8 @@ type batch struct {
 
 func newBatch(items []*item, prev *batch) *batch {
 	return &batch{
-		items: items, prev: prev, parsed: make(chan struct{}),
-		applied: make(chan struct{}), committing: make(chan struct{}), fastDone: make(chan struct{}), dbDone: make(chan struct{}),
+		items: items, prev: prev, started: time.Now(), parsed: make(chan struct{}),
+		applied: make(chan struct{}), fastDone: make(chan struct{}), dbDone: make(chan struct{}),
 		reported: make(chan struct{}),
 	}
 }

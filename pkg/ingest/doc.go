@@ -9,7 +9,7 @@
 // polls, groups records into batches (up to Config.BatchSize records, fewer
 // while writes outrun their time bound (batchcap.go), and
 // Config.BatchBytes bytes; by default, Config.BatchMaxWait 0, whatever has
-// arrived when a pipeline slot is free and the batch ahead is committing,
+// arrived when a pipeline slot is free and the batch ahead has committed,
 // so batches grow with the load and an idle record waits for nothing),
 // hands each batch to a batch goroutine, takes the batch's result back, and
 // commits. Rebalance callbacks run inside Poll on that same goroutine, so a
@@ -22,9 +22,11 @@
 // a batch parses what the loop has not reached.
 //
 // At most two batches (Config.Pipeline) are in flight, each on its own
-// database connection. A batch dead-letters the contract errors
-// (concurrently with its database write) and writes the valid records in
-// one transaction. The database sees each route's records in poll order:
+// database connection. A batch starts beside the one ahead only when it
+// is full; one that is not full waits until the batch ahead has committed
+// (Ingestor.held). A batch dead-letters the contract errors (concurrently with its database write)
+// and writes the valid records in one transaction. The database sees each
+// route's records in poll order:
 //
 //   - when batch N+1 shares a route with batch N, still writing, it runs
 //     its statements only after N's statements finished (N then holds the
@@ -45,9 +47,9 @@
 // one round trip; one that must commit after its predecessor sends BEGIN
 // and its statements in one round trip and its COMMIT in a second, once
 // the predecessor committed. An idle record thus
-// costs one round trip and one WAL flush. The batch behind a
-// one-round-trip write may go at once (that write is already committing);
-// the batch behind a two-round-trip write waits until its statements ran.
+// costs one round trip and one WAL flush. A batch that is not full waits
+// until the batch ahead has committed (Ingestor.held); a full one goes
+// when a slot is free, so under a backlog two batches write at once.
 //
 // # Offsets
 //

@@ -1023,13 +1023,17 @@ func TestFakeNaturalBatchingWaitsForTheWriteAhead(t *testing.T) {
 	require.Len(t, s.written, 6)
 }
 
-// A batch that shares no route with the write ahead of it neither waits
-// for that write nor commits after it: it is written in one round trip of
-// its own, at once. Batches still report in order, so the slot it frees
-// waits for the write ahead too (a third batch could otherwise share a
-// route with that unfinished write unseen), and the offsets are committed
-// only up to the first unfinished record.
-func TestFakeBatchOfOtherRoutesCommitsWithoutWaiting(t *testing.T) {
+// A batch that is not full waits for the write ahead of it to commit,
+// though a slot is free and the two share no route (at a steady rate
+// that makes fewer, larger transactions), but not for long: a write that
+// takes longer waits for something, and the batch behind it is then
+// written beside it. Sharing no route, it does not commit after it: it
+// is written in one round trip of its own. Batches still report in
+// order, so the slot it frees waits for the write ahead too (a third
+// batch could otherwise share a route with that unfinished write
+// unseen), and the offsets are committed only up to the first
+// unfinished record.
+func TestFakeBatchWaitsForTheCommitAheadForAWhile(t *testing.T) {
 	t.Parallel()
 	c := newFakeConsumer(0)
 	s := newFakeStore()
@@ -1038,8 +1042,10 @@ func TestFakeBatchOfOtherRoutesCommitsWithoutWaiting(t *testing.T) {
 	c.add(0, values(t, 1)...)
 	require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, time.Millisecond)
 	c.add(0, values(t, 1)...)
+	time.Sleep(50 * time.Millisecond)
+	require.Equal(t, int32(1), calls.Load(), "the second batch waits for the first to commit")
 	require.Eventually(t, func() bool { return s.routes() == 1 }, 5*time.Second, time.Millisecond,
-		"the second batch committed while the first still writes")
+		"the second batch committed while the first still writes, once the first took long")
 	c.add(0, values(t, 1)...)
 	time.Sleep(150 * time.Millisecond) // beyond the commit interval
 	require.Equal(t, int32(2), calls.Load(), "no third batch before the first is done")

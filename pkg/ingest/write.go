@@ -39,7 +39,7 @@ func (in *Ingestor) write(ctx context.Context, b *batch, valid []*item) {
 var errPredecessorFailed = errors.New("predecessor batch failed")
 
 // writeFast writes valid in one transaction, ordered after b.prev. It
-// always closes b.applied, b.committing and b.fastDone.
+// always closes b.applied and b.fastDone.
 func (in *Ingestor) writeFast(ctx context.Context, b *batch, valid []*item) (err error) {
 	sig := &fastSignals{b: b}
 	defer func() { sig.done(err) }()
@@ -57,11 +57,11 @@ func (in *Ingestor) writeFast(ctx context.Context, b *batch, valid []*item) (err
 }
 
 // fastSignals closes a batch's signals to the batch after it, each once:
-// applied (with applyFailed), committing, and fastDone last (with
-// fastFailed). See batch.
+// applied (with applyFailed), and fastDone last (with fastFailed). See
+// batch.
 type fastSignals struct {
-	b                               *batch
-	appliedClosed, committingClosed bool
+	b             *batch
+	appliedClosed bool
 }
 
 func (s *fastSignals) applied(failed bool) {
@@ -72,18 +72,10 @@ func (s *fastSignals) applied(failed bool) {
 	}
 }
 
-func (s *fastSignals) committing() {
-	if !s.committingClosed {
-		s.committingClosed = true
-		close(s.b.committing)
-	}
-}
-
 // done ends the fast attempt with err: what was not signalled yet will not
-// happen (the statements did not run, no commit comes).
+// happen (the statements did not run).
 func (s *fastSignals) done(err error) {
 	s.applied(true)
-	s.committing()
 	s.b.fastFailed = err != nil
 	close(s.b.fastDone)
 }
@@ -98,7 +90,6 @@ func followEmpty(ctx context.Context, prev *batch, sig *fastSignals) error {
 		return ctx.Err()
 	}
 	sig.applied(prev.applyFailed)
-	sig.committing()
 	if !wait(ctx, prev.fastDone) {
 		return ctx.Err()
 	}
@@ -131,9 +122,6 @@ func (in *Ingestor) writeAlone(ctx context.Context, prev *batch, valid []*item, 
 	if prev != nil && closed(prev.fastDone) && prev.fastFailed {
 		return errPredecessorFailed
 	}
-	// The next batch may go now: it waits for this one only where their
-	// routes meet.
-	sig.committing()
 	if err := in.writeOnce(ctx, valid); err != nil {
 		in.noteDBError(ctx, err)
 		return err
@@ -163,7 +151,6 @@ func (in *Ingestor) writeChained(ctx context.Context, prev *batch, valid []*item
 		}
 	}()
 	sig.applied(false)
-	sig.committing()
 	if !wait(ctx, prev.fastDone) {
 		return ctx.Err()
 	}
