@@ -36,12 +36,8 @@ const (
 type ingestCeilingResults struct {
 	rates []float64 // passports/s per run
 	n     int
-	// paired is set when each run was timed right after a default ingest
-	// run (ingestPhase), so that rates[i] and the ingest's def[i] share
-	// the host's minute.
-	paired bool
-	errs   []string
-	obs    []observation
+	errs  []string
+	obs   []observation
 }
 
 // ingestCeiling writes the ingest phase's passports with the DB-only

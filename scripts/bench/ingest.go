@@ -12,7 +12,7 @@ type ingestResults struct {
 	def, one []float64 // passports/s per run
 	ratios   []float64
 	// ofCeiling is each default run's rate ÷ the ceiling run timed right
-	// after it, when the ceiling runs paired with the ingest.
+	// after it, when the ceiling runs paired with the ingest (paired).
 	ofCeiling []float64
 	toEnd     []time.Duration // default: process start → committed at the end
 	partial   []string
@@ -31,7 +31,7 @@ type ingestResults struct {
 // service run shares its minute.
 func (b *bench) ingestPhase(deadline time.Time, withCeiling bool) (ingestResults, ingestCeilingResults) {
 	var r ingestResults
-	rc := ingestCeilingResults{n: b.cfg.ingestN, paired: withCeiling}
+	rc := ingestCeilingResults{n: b.cfg.ingestN}
 	var ceil *ingestCeiling
 	if withCeiling {
 		ceil = b.newIngestCeiling()
@@ -74,6 +74,11 @@ func (b *bench) ingestPhase(deadline time.Time, withCeiling bool) (ingestResults
 	}
 	return r, rc
 }
+
+// paired reports whether the ceiling's runs were each timed right after
+// a default run, so that def[i] and the ceiling's rates[i] share the
+// host's minute.
+func (r ingestResults) paired() bool { return len(r.ofCeiling) > 0 }
 
 type ingestRun struct {
 	rate        float64

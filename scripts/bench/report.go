@@ -132,7 +132,7 @@ func (b *bench) writeReport(table, targets string, r *results) {
 		"INGEST_BATCH_SIZE=1 runs stop after %s past the first commit and take the rate over what was committed by then%s. The ratio is taken per run (default and per-message back to back), then the median of the ratios.\n",
 		groupDigits(int64(b.cfg.ingestN)), durList(ing.toEnd), b.cfg.perMessageCap, strings.Join(uniq(ing.partial), ";"))
 	fmt.Fprintf(&sb, "- **Ingest ceiling**: the same %s passports written by the bench itself into a fresh database of the same cluster with the same migrations: per 1,000 passports, parse and render the payloads (pkg/passport), COPY the passports and their 2 outbox rows each into temporary tables, `INSERT … SELECT … ON CONFLICT` into route_passports and route_passport_outbox (the service's upsert and insert-if-absent), NOTIFY, commit; two connections. Rate = passports ÷ time from the first transaction to the last commit.%s\n",
-		groupDigits(int64(r.ingCeil.n)), pairedNote(r.ingCeil.paired))
+		groupDigits(int64(r.ingCeil.n)), pairedNote(ing.paired()))
 	fmt.Fprintf(&sb, "- **Relay**: a file-level copy of a database the ingestor filled in the ingest phase (%s PENDING rows, real payloads; the bench vacuums and analyzes it right after its ingest run, so that autovacuum does not do so inside a later phase's timing); bin/outbox-relay publishes to the dev broker; rate = published rows (the relay's route_passport_outbox_published_total) from the first to the last ÷ that time; PUBLISHED is then checked in SQL.\n",
 		groupDigits(int64(rel.rows)))
 	fmt.Fprintf(&sb, "- **Relay ceiling**: the %s records the relay would publish for the ingest phase's passports (keys, headers and topics built as the ingestor builds the outbox rows, payloads passed through jsonb as the relay reads them back), produced by a producer with the relay's settings to the same broker in chunks of %s, %d chunks in flight; rate = records ÷ time from the first produce to the last delivery report. The same records are then produced in the relay's shape (its batch size per ProduceBatch, its worker count in flight), for comparison only.\n",
@@ -168,7 +168,7 @@ func (b *bench) writeReport(table, targets string, r *results) {
 	sb.WriteString("\n## Per run\n\n")
 	fmt.Fprintf(&sb, "- ingest default: %s passports/s\n- ingest INGEST_BATCH_SIZE=1: %s passports/s\n- ingest ratio: %s\n- ingest ceiling: %s passports/s\n",
 		rates(ing.def), rates(ing.one), ratiosStr(ing.ratios), rates(r.ingCeil.rates))
-	if r.ingCeil.paired {
+	if ing.paired() {
 		fmt.Fprintf(&sb, "- ingest default ÷ the ceiling run right after it: %v %%\n", roundAll(pcts(ing.ofCeiling)))
 	}
 	fmt.Fprintf(&sb, "- relay seed: %s events/s\n- relay default: %s events/s\n- relay ratio: %s\n- relay ceiling: %s records/s (in the relay's shape: %s)\n- relay DB bound: %s events/s\n",

@@ -71,7 +71,7 @@ func targetsTable(r *results) string {
 	dI, cI := median(r.ing.def), median(r.ingCeil.rates)
 	haveI := len(r.ing.def) > 0 && len(r.ingCeil.rates) > 0
 	ofI, ofICell := dI/cI, pctRatio(dI, cI, haveI)
-	if r.ingCeil.paired && len(r.ing.ofCeiling) > 0 {
+	if r.ing.paired() {
 		ofI = median(r.ing.ofCeiling)
 		ofICell = fmt.Sprintf("%.0f %% (paired runs: %s)", 100*ofI, spread(pcts(r.ing.ofCeiling), "%.0f"))
 	}
@@ -92,7 +92,7 @@ func targetsTable(r *results) string {
 	}
 	fc, fs = floorCells(f1.p99)
 	row("e2e p99 ÷ two-hop Kafka floor p99, 1,000/s", ms(l1.p99), runs(l1.p99), fc, fs, ratio(l1.p99, f1.p99), "≤ 3×", passFail(q <= 3, haveF))
-	if r.ingCeil.paired {
+	if r.ing.paired() {
 		sb.WriteString("\nThe ingest's ratio is the median of its runs' ratios, each default run to the ceiling run timed right after it; the other ratios are of the medians.")
 	} else {
 		sb.WriteString("\nRatios are of the medians.")

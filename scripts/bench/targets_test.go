@@ -25,7 +25,7 @@ func TestIngestTargetOfPairedRuns(t *testing.T) {
 	def, ceil := []float64{6_000, 7_000, 8_000}, []float64{8_000, 7_200, 8_400}
 	paired := &results{
 		ing:     ingestResults{def: def, ofCeiling: []float64{6_000.0 / 8_000, 7_000.0 / 7_200, 8_000.0 / 8_400}},
-		ingCeil: ingestCeilingResults{rates: ceil, paired: true},
+		ingCeil: ingestCeilingResults{rates: ceil},
 	}
 	row := ingestRow(t, paired)
 	for _, want := range []string{"95 % (paired runs: 75–97)", "PASS"} {
