@@ -98,6 +98,8 @@ type results struct {
 	lat     seriesResults
 	floor   seriesResults
 	blg     backlogResults
+	// capacity is the host's, read before each phase and at the end.
+	capacity []capacityReading
 }
 
 // phase is one measured part of the benchmark: a name (BENCH_ONLY), its
@@ -108,28 +110,27 @@ type phase struct {
 	name  string
 	share float64
 	run   func(b *bench, deadline time.Time, r *results)
+	// within names the phase that runs this one's measurements inside its
+	// own when both are enabled; this one then runs only alone.
+	within string
 }
 
 // phases are run in this order, each ceiling next to the service figure it
 // bounds; relay, relay-db and backlog copy the ingest phase's databases.
 func phases() []phase {
 	return []phase{
-		{"ingest", 0.24, func(b *bench, d time.Time, r *results) {
+		{name: "ingest", share: 0.24, run: func(b *bench, d time.Time, r *results) {
 			r.ing, r.ingCeil = b.ingestPhase(d, b.cfg.enabled("ingest-ceiling"))
 		}},
 		// With ingest enabled, the ceiling's runs are paired with its runs
-		// inside the ingest phase; this entry runs it alone.
-		{"ingest-ceiling", 0.04, func(b *bench, d time.Time, r *results) {
-			if !b.cfg.enabled("ingest") {
-				r.ingCeil = b.ingestCeilingPhase(d)
-			}
-		}},
-		{"relay", 0.08, func(b *bench, d time.Time, r *results) { r.rel = b.relayPhase(r.ing.dbs, d) }},
-		{"relay-ceiling", 0.03, func(b *bench, d time.Time, r *results) { r.relCeil = b.relayCeilingPhase(d) }},
-		{"relay-db", 0.03, func(b *bench, d time.Time, r *results) { r.relDB = b.relayDBPhase(r.ing.dbs, d) }},
-		{"latency", 0.36, func(b *bench, d time.Time, r *results) { r.lat = b.latencyPhase(d) }},
-		{"floor", 0.17, func(b *bench, d time.Time, r *results) { r.floor = b.floorPhase(d) }},
-		{"backlog", 0.12, func(b *bench, d time.Time, r *results) { r.blg = b.backlogPhase(r.ing.dbs, d) }},
+		// inside the ingest phase.
+		{name: "ingest-ceiling", share: 0.04, run: func(b *bench, d time.Time, r *results) { r.ingCeil = b.ingestCeilingPhase(d) }, within: "ingest"},
+		{name: "relay", share: 0.08, run: func(b *bench, d time.Time, r *results) { r.rel = b.relayPhase(r.ing.dbs, d) }},
+		{name: "relay-ceiling", share: 0.03, run: func(b *bench, d time.Time, r *results) { r.relCeil = b.relayCeilingPhase(d) }},
+		{name: "relay-db", share: 0.03, run: func(b *bench, d time.Time, r *results) { r.relDB = b.relayDBPhase(r.ing.dbs, d) }},
+		{name: "latency", share: 0.36, run: func(b *bench, d time.Time, r *results) { r.lat = b.latencyPhase(d) }},
+		{name: "floor", share: 0.17, run: func(b *bench, d time.Time, r *results) { r.floor = b.floorPhase(d) }},
+		{name: "backlog", share: 0.12, run: func(b *bench, d time.Time, r *results) { r.blg = b.backlogPhase(r.ing.dbs, d) }},
 	}
 }
 
@@ -198,10 +199,16 @@ func (b *bench) run() {
 		if !b.cfg.enabled(ph.name) {
 			continue
 		}
+		if ph.within != "" && b.cfg.enabled(ph.within) {
+			shares -= ph.share // its time goes to the phases after it
+			continue
+		}
+		res.capacity = append(res.capacity, readCapacity("before "+ph.name))
 		left := time.Until(end)
 		ph.run(b, time.Now().Add(time.Duration(float64(left)*ph.share/shares)), &res)
 		shares -= ph.share
 	}
+	res.capacity = append(res.capacity, readCapacity("at the end"))
 
 	table := b.table(&res, machine)
 	targets := targetsTable(&res)

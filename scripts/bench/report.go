@@ -108,7 +108,7 @@ func (b *bench) table(r *results, m machineInfo) string {
 	bs := median(blg.secs)
 	row(fmt.Sprintf("Backlog drain, s (%s rows)", groupDigits(int64(b.cfg.backlogRows))), fmt.Sprintf("relay defaults; %s events/s", fmtRate(median(blg.rates))),
 		fmt.Sprintf("%.1f", bs), n(blg.secs), "≤ 30 s", verdict(bs <= 30, len(blg.secs) > 0))
-	row("Machine", fmt.Sprintf("%d cores (%s), %s, PostgreSQL %s (fsync on), kfake devbroker; load average %s at the start; page-cache writeback %s", m.cores, m.cpu, m.goVer, m.pgVer, m.load, m.writeback), m.date, "", "", "")
+	row("Machine", fmt.Sprintf("%d cores (%s), %s, PostgreSQL %s (fsync on), kfake devbroker; load average %s at the start; page-cache writeback %s; the host gave %s (between phases; see What the machine was doing)", m.cores, m.cpu, m.goVer, m.pgVer, m.load, m.writeback, capacitySummary(r.capacity)), m.date, "", "", "")
 	return sb.String()
 }
 
@@ -206,6 +206,12 @@ func (b *bench) writeReport(table, targets string, r *results) {
 		o := ph.obs[len(ph.obs)/2]
 		fmt.Fprintf(&sb, "| %s | %s | %.2f | %.2f | %.2f | %.0f %% | %.0f %% | %.2f | %s | %s |\n", ph.name, o.procCPU(), o.pgCores, o.brokerCores, o.benchCores,
 			100*o.machineBusy, 100*o.steal, o.rest(), groupDigits(int64(o.switches)), o.topWaits(5))
+	}
+	if len(r.capacity) > 0 {
+		sb.WriteString("\nWhat the host gave this machine, read before each phase (scripts/internal/machine: SHA-256 of a 1-MB buffer on one core, then on every core at once; a getppid system call; the first touch of an anonymous page; half a round trip of one byte between two threads over pipes; medians of 3). On a shared, paravirtualised host these move by themselves and show in no other column (the kernel's entries are traps to the host, and a core shared with another tenant's thread is not “stolen”): runs are comparable only when these are.\n\n")
+		for _, c := range r.capacity {
+			fmt.Fprintf(&sb, "- %s: %s\n", c.when, c.c)
+		}
 	}
 	var errs []string
 	for _, e := range [][]string{ing.errs, r.ingCeil.errs, rel.errs, r.relCeil.errs, r.relDB.errs, r.lat.errs, r.floor.errs, blg.errs} {

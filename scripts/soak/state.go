@@ -40,9 +40,11 @@ func (r *rig) machineState(ctx context.Context) string {
 	if model == "" {
 		model = "unknown CPU"
 	}
-	return fmt.Sprintf("%d cores (%s), %s, %s; server settings: %s; load average at the start: %s; started %s",
+	// What the host gives the VM moves by itself and shows in no CPU
+	// figure (machine.Capacity); measured before the load starts.
+	return fmt.Sprintf("%d cores (%s), %s, %s; server settings: %s; load average at the start: %s; the host gave: %s; started %s",
 		runtime.NumCPU(), model, runtime.Version(), version, strings.Join(av, ", "),
-		machine.LoadAvg(), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+		machine.LoadAvg(), machine.MeasureCapacity(3), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 }
 
 // statusCounts counts outbox rows per status (exact).

@@ -68,3 +68,28 @@ func TestContextSwitchesCounts(t *testing.T) {
 		t.Errorf("%v context switches counted over %d hand-overs between two threads", got, handovers)
 	}
 }
+
+// MeasureCapacity must measure: a broken timing reads zero or an absurd
+// figure, which would make the reports' capacity lines say nothing.
+func TestMeasureCapacity(t *testing.T) {
+	c := MeasureCapacity(1)
+	if c.CPUs != runtime.NumCPU() {
+		t.Errorf("CPUs = %d, want %d", c.CPUs, runtime.NumCPU())
+	}
+	if c.OneCore <= 0 || c.AllCores <= 0 {
+		t.Fatalf("hash rates %v and %v MB/s", c.OneCore, c.AllCores)
+	}
+	// All cores at once cannot do much more than CPUs times one core's
+	// work (a little more when one core alone ran at a lower clock).
+	if got := c.Cores(); got < 0.2 || got > 1.3*float64(c.CPUs) {
+		t.Errorf("Cores() = %.2f of %d CPUs", got, c.CPUs)
+	}
+	for name, d := range map[string]time.Duration{"system call": c.Syscall, "page fault": c.PageFault, "thread switch": c.Switch} {
+		if d <= 0 || d > 10*time.Millisecond {
+			t.Errorf("%s took %v", name, d)
+		}
+	}
+	if s := c.String(); !strings.Contains(s, "cores' worth") || strings.Contains(s, "n/a") {
+		t.Errorf("String() = %q", s)
+	}
+}

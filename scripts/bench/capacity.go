@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/pcp/route-processing/scripts/internal/machine"
+)
+
+// capacityRounds is how many times each reading takes each measure
+// (machine.MeasureCapacity): about 1.7 s between phases, never inside a
+// timing.
+const capacityRounds = 3
+
+// capacityReading is the host's CPU capacity measured just before a phase
+// ran (or at the end of the run).
+type capacityReading struct {
+	when string // "before ingest", …, "at the end"
+	c    machine.Capacity
+}
+
+// readCapacity measures the host's capacity now and says it. What this
+// host gives the VM moves by itself, and /proc/stat does not show it as
+// stolen time (machine.Capacity): a run whose phases saw different
+// capacities compares figures taken on different machines.
+func readCapacity(when string) capacityReading {
+	r := capacityReading{when: when, c: machine.MeasureCapacity(capacityRounds)}
+	say("bench: what the host gives %s: %s", when, r.c)
+	return r
+}
+
+// capacitySummary is the readings' ranges for the table's Machine row,
+// e.g. "1.46–2.00 cores' worth of 2, a system call 0.98–1.04 µs, a thread
+// switch 26–31 µs", or "" without readings.
+func capacitySummary(rs []capacityReading) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	var cores, sys, sw bounds
+	for _, r := range rs {
+		cores.add(r.c.Cores())
+		sys.add(float64(r.c.Syscall) / float64(time.Microsecond))
+		sw.add(float64(r.c.Switch) / float64(time.Microsecond))
+	}
+	return fmt.Sprintf("%s cores' worth of %d, a system call %s µs, a thread switch %s µs",
+		cores.format("%.2f"), rs[0].c.CPUs, sys.format("%.2f"), sw.format("%.0f"))
+}
+
+// bounds is the least and the greatest of the values added.
+type bounds struct {
+	lo, hi float64
+	n      int
+}
+
+func (b *bounds) add(x float64) {
+	if b.n == 0 || x < b.lo {
+		b.lo = x
+	}
+	if b.n == 0 || x > b.hi {
+		b.hi = x
+	}
+	b.n++
+}
+
+// format is "lo–hi" in format, or one figure when both print alike.
+func (b bounds) format(format string) string {
+	lo, hi := fmt.Sprintf(format, b.lo), fmt.Sprintf(format, b.hi)
+	if lo == hi {
+		return lo
+	}
+	return lo + "–" + hi
+}
