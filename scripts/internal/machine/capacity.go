@@ -14,12 +14,14 @@ import (
 // once, and what entering the kernel cost (a system call, a page fault, a
 // switch between two threads). On a shared, paravirtualised host the
 // figures move by themselves, and /proc/stat shows none of it as stolen
-// time. On this 2-core VM on 2026-12-07 the DB-only ingest writer went
-// from 9,041 passports/s (2026-12-06 18:03 UTC) to 4,800–5,300 with its
-// cores as busy, while one core hashed as fast as ever on both cores at
-// once; a system call took about 1 µs and a thread switch about 30 µs,
-// each a trap to the host. Runs of a benchmark are comparable only when
-// their capacities are.
+// time: on 2026-12-07 at 00:18 UTC this 2-core VM hashed on both cores
+// at once 1.4–1.6 times as fast as on one, a minute later 2.0 times. And
+// the machine the same name gets is not always the same: that day its
+// vCPUs were an AMD EPYC's, where a system call took about 1 µs and a
+// thread switch about 30 µs (each a trap to the host), and the DB-only
+// ingest writer wrote 4,700–5,500 passports/s with its cores as busy as
+// on the Intel Xeon of 2026-12-06, where it wrote 9,041. Runs of a
+// benchmark are comparable only when their capacities are.
 type Capacity struct {
 	CPUs int
 	// OneCore is the MB/s of SHA-256 hashed by one goroutine alone.
