@@ -46,6 +46,24 @@ func capacitySummary(rs []capacityReading) string {
 		cores.format("%.2f"), rs[0].c.CPUs, sys.format("%.2f"), sw.format("%.0f"))
 }
 
+// capacityWarning says, for the targets' note, when the host changed
+// during the run: all cores together did under nine tenths of their best
+// reading, or a thread switch cost over twice its cheapest (it moves by
+// half between the phases of one quiet run). Each phase's figures, and a
+// ratio of two phases, then carry the change; "" when the readings agree.
+func capacityWarning(rs []capacityReading) string {
+	var cores, sw bounds
+	for _, r := range rs {
+		cores.add(r.c.Cores())
+		sw.add(float64(r.c.Switch) / float64(time.Microsecond))
+	}
+	if cores.n < 2 || (cores.lo >= 0.9*cores.hi && sw.hi <= 2*sw.lo) {
+		return ""
+	}
+	return fmt.Sprintf("The host changed during this run (%s cores' worth, a thread switch %s µs between phases; What the machine was doing): a phase run while the host gave less is slower for it, and so is a ratio that pairs it with another phase.",
+		cores.format("%.2f"), sw.format("%.0f"))
+}
+
 // bounds is the least and the greatest of the values added.
 type bounds struct {
 	lo, hi float64

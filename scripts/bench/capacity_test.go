@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -24,5 +25,26 @@ func TestCapacitySummary(t *testing.T) {
 	}
 	if got := capacitySummary(nil); got != "" {
 		t.Errorf("no reading: %q", got)
+	}
+}
+
+func TestCapacityWarning(t *testing.T) {
+	reading := func(all float64, sw time.Duration) capacityReading {
+		return capacityReading{c: machine.Capacity{CPUs: 2, OneCore: 1000, AllCores: all, Switch: sw}}
+	}
+	steady := []capacityReading{reading(2000, 21*time.Microsecond), reading(1900, 30*time.Microsecond), reading(1950, 32*time.Microsecond)}
+	if w := capacityWarning(steady); w != "" {
+		t.Errorf("readings within a tenth and 2×: %q", w)
+	}
+	if w := capacityWarning(steady[:1]); w != "" {
+		t.Errorf("one reading: %q", w)
+	}
+	lesser := append(steady, reading(1460, 27*time.Microsecond))
+	if w := capacityWarning(lesser); !strings.Contains(w, "1.46–2.00 cores' worth") {
+		t.Errorf("a reading at 73 %% of the best: %q", w)
+	}
+	slowSwitch := append(steady, reading(2000, 43*time.Microsecond))
+	if w := capacityWarning(slowSwitch); !strings.Contains(w, "a thread switch 21–43 µs") {
+		t.Errorf("a switch at 2.05× the cheapest: %q", w)
 	}
 }

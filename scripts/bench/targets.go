@@ -97,7 +97,11 @@ func targetsTable(r *results) string {
 	} else {
 		sb.WriteString("\nRatios are of the medians.")
 	}
-	sb.WriteString(" Figures from a loaded machine are noise: compare only those of one run of `make bench` on an otherwise idle machine.\n")
+	sb.WriteString(" Figures from a loaded machine are noise: compare only those of one run of `make bench` on an otherwise idle machine.")
+	if w := capacityWarning(r.capacity); w != "" {
+		sb.WriteString(" " + w)
+	}
+	sb.WriteString("\n")
 	return sb.String()
 }
 
