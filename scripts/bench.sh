@@ -4,8 +4,9 @@
 # the table is also written to bench-report.md at the repository top (or to
 # BENCH_REPORT). Missing a target is reported, not a failure.
 #
-# Knobs (environment): BENCH_RUNS (3), BENCH_INGEST_N (25000),
-# BENCH_PER_MESSAGE_CAP (30s), BENCH_E2E_RATES (1000,4000), BENCH_E2E_DURATION
+# Knobs (environment): BENCH_RUNS (3), BENCH_INGEST_RUNS (5, or BENCH_RUNS when
+# only that is set: the ingest phase's paired runs), BENCH_INGEST_N (25000),
+# BENCH_PER_MESSAGE_CAP (10s), BENCH_E2E_RATES (1000,4000), BENCH_E2E_DURATION
 # (30s), BENCH_E2E_WARMUP (10s at the rate before each latency and floor run,
 # not counted; 0: none), BENCH_FLOOR_DURATION (15s), BENCH_BACKLOG_ROWS (200000), BENCH_BUDGET
 # (16m), BENCH_RELAY_LINGER (0s: the relay's linger.ms for the stand-ins of its

@@ -57,10 +57,10 @@ func (b *bench) newIngestCeiling() *ingestCeiling {
 	}
 }
 
-// run times one run and adds it to r.
-func (c *ingestCeiling) run(b *bench, run int, r *ingestCeilingResults) error {
+// run times run (of runs) and adds it to r.
+func (c *ingestCeiling) run(b *bench, run, runs int, r *ingestCeilingResults) error {
 	say("bench: ingest ceiling run %d/%d: DB-only writer, %d passports, COPY + INSERT … SELECT … ON CONFLICT, %d per transaction, %d connections ...",
-		run+1, b.cfg.runs, len(c.recs), ceilingIngestTxRows, ceilingIngestConns)
+		run+1, runs, len(c.recs), ceilingIngestTxRows, ceilingIngestConns)
 	rate, obs, err := b.ingestCeilingRun(run, c.recs, c.ev, c.maxAttempts)
 	if err != nil {
 		r.errs = append(r.errs, err.Error())
@@ -81,7 +81,7 @@ func (b *bench) ingestCeilingPhase(deadline time.Time) ingestCeilingResults {
 		if run > 0 && !fits(deadline, r.obs) {
 			break
 		}
-		if c.run(b, run, &r) != nil {
+		if c.run(b, run, b.cfg.runs, &r) != nil {
 			break
 		}
 	}

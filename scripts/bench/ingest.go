@@ -23,7 +23,8 @@ type ingestResults struct {
 	firstWait []time.Duration
 }
 
-// ingestPhase times the ingestor's default and per-message runs; with
+// ingestPhase times the ingestor's default and per-message runs
+// (config.ingestRuns of each, as the time allows); with
 // withCeiling, each default run is followed at once by a run of the
 // DB-only ceiling. This host's speed drifts by a fifth from one minute to
 // the next, and a ceiling timed a minute after the service's runs
@@ -36,25 +37,32 @@ func (b *bench) ingestPhase(deadline time.Time, withCeiling bool) (ingestResults
 	if withCeiling {
 		ceil = b.newIngestCeiling()
 	}
-	for run := 0; run < b.cfg.runs; run++ {
+	runs := b.cfg.ingestRuns
+	for run := 0; run < runs; run++ {
 		if run > 0 && !fits(deadline, r.obsDef, r.obsOne, rc.obs) {
 			break
 		}
-		say("bench: ingest run %d/%d: default INGEST_BATCH_SIZE ...", run+1, b.cfg.runs)
+		say("bench: ingest run %d/%d: default INGEST_BATCH_SIZE ...", run+1, runs)
 		d, err := b.ingestRun("default", "", run, 0)
 		if err != nil {
 			r.errs = append(r.errs, err.Error())
 			break
 		}
 		say("bench:   default: %.0f passports/s (%s to the end)", d.rate, d.toEnd.Round(time.Millisecond))
-		b.vacuumKept(d.db)
+		// The relay's phases copy as many databases as they have runs.
+		keep := len(r.dbs) < b.cfg.runs
+		if keep {
+			b.vacuumKept(d.db)
+		} else {
+			b.dropDB(d.db)
+		}
 		if ceil != nil {
-			if ceil.run(b, run, &rc) != nil {
+			if ceil.run(b, run, runs, &rc) != nil {
 				break
 			}
 			r.ofCeiling = append(r.ofCeiling, d.rate/rc.rates[len(rc.rates)-1])
 		}
-		say("bench: ingest run %d/%d: INGEST_BATCH_SIZE=1 ...", run+1, b.cfg.runs)
+		say("bench: ingest run %d/%d: INGEST_BATCH_SIZE=1 ...", run+1, runs)
 		o, err := b.ingestRun("one", "1", run, b.cfg.perMessageCap)
 		if err != nil {
 			r.errs = append(r.errs, err.Error())
@@ -66,7 +74,9 @@ func (b *bench) ingestPhase(deadline time.Time, withCeiling bool) (ingestResults
 		r.ratios = append(r.ratios, d.rate/o.rate)
 		r.toEnd = append(r.toEnd, d.toEnd)
 		r.firstWait = append(r.firstWait, d.firstCommit)
-		r.dbs = append(r.dbs, d.db)
+		if keep {
+			r.dbs = append(r.dbs, d.db)
+		}
 		r.obsDef, r.obsOne = append(r.obsDef, d.obs), append(r.obsOne, o.obs)
 		if o.partialNote != "" {
 			r.partial = append(r.partial, o.partialNote)
