@@ -60,7 +60,7 @@ func micros(d time.Duration) string {
 }
 
 // The hashing job of one goroutine in one measurement: a 1-MB buffer (in
-// every CPU's cache) hashed 200 times, about a seventh of a second on a
+// every CPU's cache) hashed 200 times, about an eighth of a second on a
 // 2026 server core.
 const (
 	capacityBuf    = 1 << 20
