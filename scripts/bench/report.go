@@ -208,7 +208,7 @@ func (b *bench) writeReport(table, targets string, r *results) {
 			100*o.machineBusy, 100*o.steal, o.rest(), groupDigits(int64(o.switches)), o.topWaits(5))
 	}
 	if len(r.capacity) > 0 {
-		sb.WriteString("\nWhat the host gave this machine, read before each phase (scripts/internal/machine: SHA-256 of a 1-MB buffer on one core, then on every core at once; a getppid system call; the first touch of an anonymous page; half a round trip of one byte between two threads over pipes; medians of 3). On a shared, paravirtualised host these move by themselves and show in no other column (the kernel's entries are traps to the host, and a core shared with another tenant's thread is not “stolen”): runs are comparable only when these are.\n\n")
+		fmt.Fprintf(&sb, "\nWhat the host gave this machine, read before each phase (scripts/internal/machine: SHA-256 of a 1-MB buffer on one core, then on every core at once; a getppid system call; the first touch of an anonymous page; half a round trip of one byte between two threads over pipes; medians of %d). On a shared, paravirtualised host these move by themselves and show in no other column (the kernel's entries are traps to the host, and a core shared with another tenant's thread is not “stolen”): runs are comparable only when these are.\n\n", capacityRounds)
 		for _, c := range r.capacity {
 			fmt.Fprintf(&sb, "- %s: %s\n", c.when, c.c)
 		}
