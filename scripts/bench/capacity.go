@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/pcp/route-processing/scripts/internal/machine"
@@ -36,14 +37,9 @@ func capacitySummary(rs []capacityReading) string {
 	if len(rs) == 0 {
 		return ""
 	}
-	var cores, sys, sw bounds
-	for _, r := range rs {
-		cores.add(r.c.Cores())
-		sys.add(float64(r.c.Syscall) / float64(time.Microsecond))
-		sw.add(float64(r.c.Switch) / float64(time.Microsecond))
-	}
+	cores, sys, sw := capacityFigures(rs)
 	return fmt.Sprintf("%s cores' worth of %d, a system call %s µs, a thread switch %s µs",
-		cores.format("%.2f"), rs[0].c.CPUs, sys.format("%.2f"), sw.format("%.0f"))
+		spreadOrOne(cores, "%.2f"), rs[0].c.CPUs, spreadOrOne(sys, "%.2f"), spreadOrOne(sw, "%.0f"))
 }
 
 // capacityWarning says, for the targets' note, when the host changed
@@ -52,39 +48,32 @@ func capacitySummary(rs []capacityReading) string {
 // half between the phases of one quiet run). Each phase's figures, and a
 // ratio of two phases, then carry the change; "" when the readings agree.
 func capacityWarning(rs []capacityReading) string {
-	var cores, sw bounds
-	for _, r := range rs {
-		cores.add(r.c.Cores())
-		sw.add(float64(r.c.Switch) / float64(time.Microsecond))
+	if len(rs) < 2 {
+		return ""
 	}
-	if cores.n < 2 || (cores.lo >= 0.9*cores.hi && sw.hi <= 2*sw.lo) {
+	cores, _, sw := capacityFigures(rs)
+	if slices.Min(cores) >= 0.9*slices.Max(cores) && slices.Max(sw) <= 2*slices.Min(sw) {
 		return ""
 	}
 	return fmt.Sprintf("The host changed during this run (%s cores' worth, a thread switch %s µs between phases; What the machine was doing): a phase run while the host gave less is slower for it, and so is a ratio that pairs it with another phase.",
-		cores.format("%.2f"), sw.format("%.0f"))
+		spreadOrOne(cores, "%.2f"), spreadOrOne(sw, "%.0f"))
 }
 
-// bounds is the least and the greatest of the values added.
-type bounds struct {
-	lo, hi float64
-	n      int
-}
-
-func (b *bounds) add(x float64) {
-	if b.n == 0 || x < b.lo {
-		b.lo = x
+// capacityFigures are the readings' cores' worth, and their system call
+// and thread switch in µs.
+func capacityFigures(rs []capacityReading) (cores, syscall, switches []float64) {
+	for _, r := range rs {
+		cores = append(cores, r.c.Cores())
+		syscall = append(syscall, float64(r.c.Syscall)/float64(time.Microsecond))
+		switches = append(switches, float64(r.c.Switch)/float64(time.Microsecond))
 	}
-	if b.n == 0 || x > b.hi {
-		b.hi = x
-	}
-	b.n++
+	return cores, syscall, switches
 }
 
-// format is "lo–hi" in format, or one figure when both print alike.
-func (b bounds) format(format string) string {
-	lo, hi := fmt.Sprintf(format, b.lo), fmt.Sprintf(format, b.hi)
-	if lo == hi {
+// spreadOrOne is spread, or one figure when both ends print alike.
+func spreadOrOne(xs []float64, f string) string {
+	if lo := fmt.Sprintf(f, slices.Min(xs)); lo == fmt.Sprintf(f, slices.Max(xs)) {
 		return lo
 	}
-	return lo + "–" + hi
+	return spread(xs, f)
 }
