@@ -23,10 +23,11 @@
 //
 // At most two batches (Config.Pipeline) are in flight, each on its own
 // database connection. A batch starts beside the one ahead only when it
-// is full; one that is not full waits until the batch ahead has committed
-// (Ingestor.held). A batch dead-letters the contract errors (concurrently with its database write)
-// and writes the valid records in one transaction. The database sees each
-// route's records in poll order:
+// is full; one that is not full waits until the batch ahead has committed,
+// for at most holdMax (Ingestor.held). A batch dead-letters the contract
+// errors (concurrently with its database write) and writes the valid
+// records in one transaction. The database sees each route's records in
+// poll order:
 //
 //   - when batch N+1 shares a route with batch N, still writing, it runs
 //     its statements only after N's statements finished (N then holds the
