@@ -65,13 +65,18 @@ func (s *Passports) Write(ctx context.Context, accepted []passport.Accepted) err
 		return err
 	}
 	err = retryConflicts(ctx, func() error {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Release() // a connection left in a failed transaction is closed
 		b := &pgx.Batch{}
 		// Explicitly read committed: see BeginWrite.
 		b.Queue(beginSQL)
-		b.Queue(writeSQL, args...)
+		b.Queue(writeSQL, lendBuffers(c.Conn().PgConn(), args)...)
 		b.Queue("commit")
 		b.Queue(hintSQL, NotifyChannel)
-		return sendCommitted(s.pool.SendBatch(ctx, b), b.Len()-1)
+		return sendCommitted(c.SendBatch(ctx, b), b.Len()-1)
 	})
 	if err != nil {
 		return fmt.Errorf("write %d passports: %w", n, err)

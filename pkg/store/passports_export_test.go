@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/pcp/route-processing/pkg/passport"
 )
 
@@ -23,6 +25,12 @@ func Reservation(arg any) (size int, value any, ok bool) {
 	if !ok {
 		return 0, nil, false
 	}
-	size, value = r.reservation()
+	size, value, _ = r.reservation()
 	return size, value, true
+}
+
+// KeptBuffers returns the capacities of pc's kept write buffers.
+func KeptBuffers(pc *pgconn.PgConn) (send, params int) {
+	b := buffersOf(pc)
+	return cap(b.send), cap(b.params)
 }

@@ -26,19 +26,32 @@ import (
 // parameter type's codec before any wrapper, and a codec that takes any
 // driver.Valuer (json, jsonb) would encode value through Value, correctly
 // but without the reservation.
+//
+// keep, when set, is the connection's kept parameter buffer
+// ([lendBuffers]): the room is made there instead of in a new allocation.
 type reserved[T any] struct {
 	size  int
 	value T
+	keep  *[]byte
 }
 
-func (r reserved[T]) reservation() (int, any) { return r.size, r.value }
+func (r reserved[T]) reservation() (int, any, *[]byte) { return r.size, r.value, r.keep }
+
+// keeping returns r making its room in *keep.
+func (r reserved[T]) keeping(keep *[]byte) any {
+	r.keep = keep
+	return r
+}
 
 // Value lets a connection whose type map lacks [wrapReserved] (a pool not
 // made by [Open]) encode the value through database/sql's interface, as it
 // is, without the reservation.
 func (r reserved[T]) Value() (driver.Value, error) { return r.value, nil }
 
-type reservation interface{ reservation() (int, any) }
+type reservation interface {
+	reservation() (size int, value any, keep *[]byte)
+	keeping(keep *[]byte) any
+}
 
 // wrapReserved is the pgtype hook that encodes a [reserved]: [Open] puts it
 // first in each connection's TryWrapEncodePlanFuncs. pgx memoizes the plan
@@ -49,7 +62,7 @@ func wrapReserved(value any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
 	if !ok {
 		return nil, nil, false
 	}
-	_, v := r.reservation()
+	_, v, _ := r.reservation()
 	return &reservePlan{}, v, true
 }
 
@@ -58,7 +71,10 @@ type reservePlan struct{ next pgtype.EncodePlan }
 func (p *reservePlan) SetNext(next pgtype.EncodePlan) { p.next = next }
 
 func (p *reservePlan) Encode(value any, buf []byte) ([]byte, error) {
-	size, v := value.(reservation).reservation()
+	size, v, keep := value.(reservation).reservation()
+	if keep != nil {
+		return p.next.Encode(v, lend(keep, buf, size))
+	}
 	return p.next.Encode(v, slices.Grow(buf, size))
 }
 

@@ -21,7 +21,13 @@ import (
 // generated returns n accepted passports of passportgen's realistic kind.
 func generated(t testing.TB, n int) []passport.Accepted {
 	t.Helper()
-	rng := passportgen.NewRand(7)
+	return generatedFrom(t, 7, n)
+}
+
+// generatedFrom is generated with passportgen's seed.
+func generatedFrom(t testing.TB, seed uint64, n int) []passport.Accepted {
+	t.Helper()
+	rng := passportgen.NewRand(seed)
 	out := make([]passport.Accepted, n)
 	for i := range out {
 		r := passportgen.Valid(rng)
