@@ -24,6 +24,11 @@ import (
 // get its buffers, so a buffer pgx kept would be written by the same
 // connection's next query and by nothing else. io.Writer's contract lets
 // the socket's writer keep no reference past Write.
+//
+// Only [Passports.Write] lends: it is the path of every batch that shares
+// no route with a batch still writing, so of nearly every batch.
+// [Passports.BeginWrite]'s connection is held by pgxpool's transaction
+// until its commit, and its write only reserves its parameters ([reserved]).
 
 // maxKeptBuffer bounds each kept buffer: an outsized write (BatchBytes
 // allows 16 MiB of input, more in the parameters) allocates its own, as
