@@ -29,8 +29,8 @@ func Reservation(arg any) (size int, value any, ok bool) {
 	return size, value, true
 }
 
-// KeptBuffers returns the capacities of pc's kept write buffers.
-func KeptBuffers(pc *pgconn.PgConn) (send, params int) {
+// KeptBuffers returns pc's kept write buffers.
+func KeptBuffers(pc *pgconn.PgConn) (send, params []byte) {
 	b := buffersOf(pc)
-	return cap(b.send), cap(b.params)
+	return b.send, b.params
 }
