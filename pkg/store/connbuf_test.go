@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"runtime"
-	"strings"
 	"testing"
 	"unsafe"
 
@@ -24,12 +23,7 @@ import (
 // Not parallel: it counts the process's allocations.
 func TestWriteLendsTheConnectionsBuffers(t *testing.T) {
 	ctx := context.Background()
-	u := testenv.DatabaseURL(t)
-	sep := "?"
-	if strings.Contains(u, "?") {
-		sep = "&"
-	}
-	pool, err := store.Open(ctx, u+sep+"pool_max_conns=1", "test")
+	pool, err := store.Open(ctx, withParam(testenv.DatabaseURL(t), "pool_max_conns=1"), "test")
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	s := store.NewPassports(pool, 3)

@@ -73,7 +73,7 @@ func TestFailoverAndTimeoutErrorsAreOutages(t *testing.T) {
 	_, err = victim.Exec(ctx, "select 1")
 	kinds["session terminated (57P01)"] = err
 
-	cfg, err := pgx.ParseConfig(url + sep(url) + "target_session_attrs=standby")
+	cfg, err := pgx.ParseConfig(withParam(url, "target_session_attrs=standby"))
 	require.NoError(t, err)
 	_, err = pgx.ConnectConfig(ctx, cfg)
 	kinds["target_session_attrs refusal"] = err
@@ -91,11 +91,4 @@ func TestFailoverAndTimeoutErrorsAreOutages(t *testing.T) {
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, kinds["read-only transaction (25006)"], &pgErr)
 	require.Equal(t, "25006", pgErr.Code)
-}
-
-func sep(url string) string {
-	if strings.Contains(url, "?") {
-		return "&"
-	}
-	return "?"
 }
