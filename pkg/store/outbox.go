@@ -23,12 +23,14 @@ import (
 //
 // Every change after the claim names the lease token it was claimed with, so
 // a relay whose lease expired (and whose rows another relay took over) changes
-// nothing. Those statements find each lease by id and token (and, but for
-// the mark, locked_until set), with no status = 'PENDING': a token with
-// locked_until set is only on a PENDING row (the mark keeps the token of a
-// PUBLISHED row, without locked_until; every other status change clears
-// both), so it already says PENDING, and the predicate would let the
-// planner drive the join from the PENDING partial index. It
+// nothing. Those statements find each lease by id, token and locked_until
+// set, with no status = 'PENDING': a token with locked_until set is only on
+// a PENDING row (the statements that end a lease keep its token and clear
+// locked_until, outbox_marks.go; the operators' requeue clears both), so
+// it already says PENDING, and the predicate would let the planner drive
+// the join from the PENDING partial index. For the same reason they tell
+// the rows their lease already ended by status <> 'PUBLISHED', not by the
+// status the row should have. It
 // does so when the last ANALYZE saw almost no PENDING row and a backlog has
 // built since: every pending row is then read for every mark (2–27 s for 300
 // leases over 68,000 pending rows in the soak), and the slow marks grow the
@@ -91,6 +93,7 @@ const asyncCommit = `(select set_config('synchronous_commit', 'off', true)) = 'o
 // transaction) or an explicit transaction.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
@@ -125,4 +128,12 @@ func (o *Outbox) exec(ctx context.Context, sql string, args ...any) (tag pgconn.
 		return err
 	})
 	return tag, err
+}
+
+// count is exec for a lease statement that returns one count.
+func (o *Outbox) count(ctx context.Context, sql string, args ...any) (n int64, err error) {
+	err = o.leaseTx(ctx, func(q querier) error {
+		return q.QueryRow(ctx, sql, args...).Scan(&n)
+	})
+	return n, err
 }

@@ -51,23 +51,32 @@ func TestOutboxLeaseStatementsCommitAsynchronously(t *testing.T) {
 		name string
 		sql  string
 		args func() []any
+		// counts: the statement returns how many rows it changed
+		// instead of its command tag saying so.
+		counts bool
 	}{
 		{"claim", store.ClaimSQL, func() []any {
 			return []any{2, time.Minute.Microseconds(), pgtype.UUID{Bytes: uuid.New(), Valid: true}, 0, noBound}
-		}},
-		{"mark", store.MarkPublishedSQL, func() []any { ids, tokens := leases(); return []any{ids, tokens} }},
-		{"retry", store.RetrySQL, func() []any { ids, tokens := leases(); return []any{ids, tokens, errs, delays, 5} }},
-		{"release", store.ReleaseSQL, func() []any { ids, tokens := leases(); return []any{ids, tokens} }},
-		{"postpone", store.PostponeSQL, func() []any { ids, tokens := leases(); return []any{ids, tokens, errs, delays} }},
-		{"give back claims", store.ReleaseTokensSQL, func() []any { _, tokens := leases(); return []any{tokens, noBound} }},
+		}, false},
+		{"mark", store.MarkPublishedSQL, func() []any { ids, tokens := leases(); return []any{ids, tokens} }, false},
+		{"retry", store.RetrySQL, func() []any { ids, tokens := leases(); return []any{ids, tokens, errs, delays, 5} }, false},
+		{"release", store.ReleaseSQL, func() []any { ids, tokens := leases(); return []any{ids, tokens} }, true},
+		{"postpone", store.PostponeSQL, func() []any { ids, tokens := leases(); return []any{ids, tokens, errs, delays} }, true},
+		{"give back claims", store.ReleaseTokensSQL, func() []any { _, tokens := leases(); return []any{tokens, noBound} }, false},
 	} {
 		batch := &pgx.Batch{}
 		batch.Queue(st.sql, st.args()...)
 		batch.Queue(`select current_setting('synchronous_commit')`)
 		br := conn.SendBatch(ctx, batch)
-		tag, err := br.Exec()
-		require.NoError(t, err, st.name)
-		require.EqualValues(t, 2, tag.RowsAffected(), "%s: changed its two rows", st.name)
+		var changed int64
+		if st.counts {
+			require.NoError(t, br.QueryRow().Scan(&changed), st.name)
+		} else {
+			tag, err := br.Exec()
+			require.NoError(t, err, st.name)
+			changed = tag.RowsAffected()
+		}
+		require.EqualValues(t, 2, changed, "%s: changed its two rows", st.name)
 		var inTx string
 		require.NoError(t, br.QueryRow().Scan(&inTx), st.name)
 		require.NoError(t, br.Close(), st.name)

@@ -13,10 +13,19 @@ import (
 
 // The statements that end a lease: a row published, an attempt counted
 // (FAILED after the last), or the lease given back. Each finds its rows by
-// id and token (see Outbox) and runs through leaseTx. A PUBLISHED row keeps
-// its token (markPublishedSQL) but not locked_until, so the others also ask
-// for a lease still held (locked_until set, if expired): a lease that
-// published its row can change it no more.
+// id and token (see Outbox) and runs through leaseTx. Each ends the lease
+// by clearing locked_until and keeps the row's lock_token, so that each is
+// idempotent: one whose commit was lost with its connection (a pooler
+// restarted, a link cut after the server committed) is sent again by the
+// relay (retryDB) and finds the rows it changed, which it would not if the
+// first had cleared the token. The mark, the retry and the give-backs
+// therefore also ask for a lease still held (locked_until set, if
+// expired) before they change a row, and count a row whose token is theirs
+// and whose lease has ended as one they changed before: a lease that
+// ended can change its row no more, and the rows another relay claimed
+// since carry that relay's token. A lease's rows are split between the
+// statements (published, failed, postponed, given back), so a row with a
+// lease's token is counted only by the statement that ended that lease.
 
 // leaseArrays turns leases into the arrays the statements unnest.
 func leaseArrays(ls []outbox.Lease) (ids, tokens []pgtype.UUID) {
@@ -43,14 +52,11 @@ func retryArrays(rs []outbox.Retry) (ids, tokens []pgtype.UUID, errs []string, d
 func firstID(id uuid.UUID) string { return "first " + id.String() }
 
 // markPublishedSQL keeps the row's lock_token (the lease it was published
-// under; nothing reads a PUBLISHED row's token otherwise), so that the mark
-// is idempotent: one whose commit was lost with its connection (a pooler
-// restarted, a link cut after the server committed) is sent again and finds
-// its rows, which it would not if the first had cleared the token. It
-// counted them as leases taken over, published_total fell short of the
-// rows PUBLISHED, and the log said they would be published again, which
-// they would not. A mark sent again leaves published_at as the first set
-// it (the retention sweep reads it in order).
+// under). Until 2026-12-05 it cleared it, and a mark sent again found
+// nothing: it counted its rows as leases taken over, published_total fell
+// short of the rows PUBLISHED, and the log said they would be published
+// again, which they would not. A mark sent again leaves published_at as
+// the first set it (the retention sweep reads it in order).
 const markPublishedSQL = `
 update route_passport_outbox o
 set status = 'PUBLISHED', updated_at = now(),
@@ -58,6 +64,7 @@ set status = 'PUBLISHED', updated_at = now(),
     locked_until = null
 from unnest($1::uuid[], $2::uuid[]) as l(id, token)
 where o.id = l.id and o.lock_token = l.token
+  and (o.locked_until is not null or o.status = 'PUBLISHED')
   and ` + asyncCommit
 
 // MarkPublished marks the leased rows PUBLISHED in one statement and returns
@@ -75,23 +82,38 @@ func (o *Outbox) MarkPublished(ctx context.Context, leases []outbox.Lease) (int6
 	return tag.RowsAffected(), nil
 }
 
+// retrySQL returns the rows it changed and the rows this lease already
+// changed (a retry sent again): the second part reads the statement's
+// snapshot, in which the rows the first part changes still hold their
+// lease, so no row is returned twice, and no attempt is counted twice.
 const retrySQL = `
-update route_passport_outbox o
-set attempts = o.attempts + 1,
-    max_attempts = $5,
-    last_error = r.err,
-    status = case when o.attempts + 1 >= $5 then 'FAILED' else 'PENDING' end,
-    next_attempt_at = case when o.attempts + 1 >= $5 then o.next_attempt_at
-                           else now() + r.delay_us * interval '1 microsecond' end,
-    locked_until = null, lock_token = null, updated_at = now()
-from unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[]) as r(id, token, err, delay_us)
-where o.id = r.id and o.lock_token = r.token and o.locked_until is not null
-  and ` + asyncCommit + `
-returning o.id, o.status, o.attempts, o.next_attempt_at`
+with r as (
+    select * from unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[]) as r(id, token, err, delay_us)
+), counted as (
+    update route_passport_outbox o
+    set attempts = o.attempts + 1,
+        max_attempts = $5,
+        last_error = r.err,
+        status = case when o.attempts + 1 >= $5 then 'FAILED' else 'PENDING' end,
+        next_attempt_at = case when o.attempts + 1 >= $5 then o.next_attempt_at
+                               else now() + r.delay_us * interval '1 microsecond' end,
+        locked_until = null, updated_at = now()
+    from r
+    where o.id = r.id and o.lock_token = r.token and o.locked_until is not null
+      and ` + asyncCommit + `
+    returning o.id, o.status, o.attempts, o.next_attempt_at
+)
+select id, status, attempts, next_attempt_at from counted
+union all
+select o.id, o.status, o.attempts, o.next_attempt_at
+from route_passport_outbox o join r on o.id = r.id and o.lock_token = r.token
+where o.locked_until is null and o.status <> 'PUBLISHED'`
 
 // Retry records failed publishes in one statement: attempts + 1, last_error,
 // max_attempts = maxAttempts (the relay's setting is authoritative), and
-// either FAILED or PENDING again after the delay. The lease is released.
+// either FAILED or PENDING again after the delay. The lease is released. It
+// may be sent again after an error: rows it changed already are returned
+// as they are, their attempt counted once.
 func (o *Outbox) Retry(ctx context.Context, retries []outbox.Retry, maxAttempts int) ([]outbox.RetryResult, error) {
 	if len(retries) == 0 {
 		return nil, nil
@@ -116,49 +138,74 @@ func (o *Outbox) Retry(ctx context.Context, retries []outbox.Retry, maxAttempts 
 	return res, nil
 }
 
+// releaseSQL counts the rows it gave back and those this lease gave back
+// before (a release sent again), as retrySQL returns them.
 const releaseSQL = `
-update route_passport_outbox o
-set locked_until = null, lock_token = null
-from unnest($1::uuid[], $2::uuid[]) as l(id, token)
-where o.id = l.id and o.lock_token = l.token and o.locked_until is not null
-  and ` + asyncCommit
+with l as (
+    select * from unnest($1::uuid[], $2::uuid[]) as l(id, token)
+), released as (
+    update route_passport_outbox o
+    set locked_until = null
+    from l
+    where o.id = l.id and o.lock_token = l.token and o.locked_until is not null
+      and ` + asyncCommit + `
+    returning 1
+)
+select (select count(*) from released) + (
+    select count(*)
+    from route_passport_outbox o join l on o.id = l.id and o.lock_token = l.token
+    where o.locked_until is null and o.status <> 'PUBLISHED')`
 
 // Release gives leases back without counting an attempt (Kafka unreachable,
-// shutdown), so the rows are due again at once for any relay.
+// shutdown), so the rows are due again at once for any relay. It returns
+// how many rows this lease gave back, counting those a release sent before
+// it gave back.
 func (o *Outbox) Release(ctx context.Context, leases []outbox.Lease) (int64, error) {
 	if len(leases) == 0 {
 		return 0, nil
 	}
 	ids, tokens := leaseArrays(leases)
-	tag, err := o.exec(ctx, releaseSQL, o.leaseMode, ids, tokens)
+	n, err := o.count(ctx, releaseSQL, o.leaseMode, ids, tokens)
 	if err != nil {
 		return 0, fmt.Errorf("release %d outbox leases (%s): %w", len(leases), firstID(leases[0].ID), err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
+// postponeSQL counts the rows it postponed and those this lease postponed
+// before (a postpone sent again), as retrySQL returns them.
 const postponeSQL = `
-update route_passport_outbox o
-set last_error = r.err,
-    next_attempt_at = now() + r.delay_us * interval '1 microsecond',
-    locked_until = null, lock_token = null, updated_at = now()
-from unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[]) as r(id, token, err, delay_us)
-where o.id = r.id and o.lock_token = r.token and o.locked_until is not null
-  and ` + asyncCommit
+with r as (
+    select * from unnest($1::uuid[], $2::uuid[], $3::text[], $4::bigint[]) as r(id, token, err, delay_us)
+), postponed as (
+    update route_passport_outbox o
+    set last_error = r.err,
+        next_attempt_at = now() + r.delay_us * interval '1 microsecond',
+        locked_until = null, updated_at = now()
+    from r
+    where o.id = r.id and o.lock_token = r.token and o.locked_until is not null
+      and ` + asyncCommit + `
+    returning 1
+)
+select (select count(*) from postponed) + (
+    select count(*)
+    from route_passport_outbox o join r on o.id = r.id and o.lock_token = r.token
+    where o.locked_until is null and o.status <> 'PUBLISHED')`
 
 // Postpone gives leases back without counting an attempt, like Release, but
 // records the error in last_error and makes each row due only after its
 // Delay: for failures that are the cluster's fault while the cluster still
 // answers (a partition without a leader, not enough in-sync replicas). It
-// returns how many rows it changed.
+// returns how many rows this lease postponed, counting those a postpone
+// sent before it postponed.
 func (o *Outbox) Postpone(ctx context.Context, retries []outbox.Retry) (int64, error) {
 	if len(retries) == 0 {
 		return 0, nil
 	}
 	ids, tokens, errs, delays := retryArrays(retries)
-	tag, err := o.exec(ctx, postponeSQL, o.leaseMode, ids, tokens, errs, delays)
+	n, err := o.count(ctx, postponeSQL, o.leaseMode, ids, tokens, errs, delays)
 	if err != nil {
 		return 0, fmt.Errorf("postpone %d outbox rows (%s): %w", len(retries), firstID(retries[0].ID), err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }

@@ -50,6 +50,9 @@ func TestOutboxLeaseStatementsUseThePrimaryKey(t *testing.T) {
 		text := explain(ctx, t, b, q.sql, q.args...)
 		require.Contains(t, text, "route_passport_outbox_pkey", "%s plan:\n%s", name, text)
 		require.NotContains(t, text, "route_passport_outbox_pending_idx", "%s plan:\n%s", name, text)
+		// Each of the table's scans: the retry's and the give-backs' second
+		// part (the rows their lease already changed) as well.
+		require.NotContains(t, text, "Seq Scan on route_passport_outbox", "%s plan:\n%s", name, text)
 	}
 
 	n, err := b.outbox.MarkPublished(ctx, leasesOf(rows))

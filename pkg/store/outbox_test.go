@@ -190,6 +190,104 @@ func TestOutboxClaim(t *testing.T) {
 		require.Zero(t, n, "another lease's mark changes nothing")
 	})
 
+	// The other statements that end a lease, sent again after their commit
+	// was lost, also find the rows they changed: a retry returns them as
+	// they are (its attempt counted once, a FAILED row reported again, which
+	// the relay logs as failed for good), a postpone or a release counts
+	// them. Until 2026-12-07 each cleared the token and found nothing, so
+	// the relay neither counted nor logged rows it had failed. A row
+	// claimed again since carries the new lease's token and is not theirs.
+	t.Run("RetryPostponeAndReleaseSentAgainFindTheirRows", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setupOutbox(t)
+		relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
+		rows, err := claim(ctx, b, 10, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, rows, 4)
+		failing, retried, postponed, released := rows[0], rows[1], rows[2], rows[3]
+		_, err = b.pool.Exec(ctx, `update route_passport_outbox set attempts = 1 where id = $1::uuid`, failing.ID.String())
+		require.NoError(t, err)
+
+		retries := []outbox.Retry{
+			{ID: failing.ID, Token: failing.Token, Error: "too large", Delay: time.Hour},
+			{ID: retried.ID, Token: retried.Token, Error: "timed out", Delay: time.Hour},
+		}
+		first, err := b.outbox.Retry(ctx, retries, 2)
+		require.NoError(t, err)
+		byID := func(rs []outbox.RetryResult) map[uuid.UUID]outbox.RetryResult {
+			m := map[uuid.UUID]outbox.RetryResult{}
+			for _, r := range rs {
+				m[r.ID] = r
+			}
+			return m
+		}
+		got := byID(first)
+		require.Len(t, got, 2)
+		require.Equal(t, outbox.StatusFailed, got[failing.ID].Status)
+		require.Equal(t, 2, got[failing.ID].Attempts)
+		require.Equal(t, outbox.StatusPending, got[retried.ID].Status)
+		require.Equal(t, 1, got[retried.ID].Attempts)
+
+		again, err := b.outbox.Retry(ctx, retries, 2)
+		require.NoError(t, err)
+		require.Len(t, again, 2, "the retry sent again returns the rows it rescheduled")
+		for id, r := range byID(again) {
+			require.Equal(t, got[id].Status, r.Status)
+			require.Equal(t, got[id].Attempts, r.Attempts, "an attempt counted once")
+			require.True(t, got[id].NextAttemptAt.Equal(r.NextAttemptAt), "next_attempt_at kept: %s then %s", got[id].NextAttemptAt, r.NextAttemptAt)
+		}
+		require.Equal(t, 1, relaytest.Get(t, b.pool, retried.ID).Attempts)
+
+		pp := []outbox.Retry{{ID: postponed.ID, Token: postponed.Token, Error: "no leader", Delay: time.Hour}}
+		n, err := b.outbox.Postpone(ctx, pp)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n)
+		before := relaytest.Get(t, b.pool, postponed.ID)
+		n, err = b.outbox.Postpone(ctx, pp)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n, "the postpone sent again counts the row it postponed")
+		after := relaytest.Get(t, b.pool, postponed.ID)
+		require.True(t, before.NextAttemptAt.Equal(after.NextAttemptAt), "next_attempt_at kept: %s then %s", before.NextAttemptAt, after.NextAttemptAt)
+		require.Zero(t, after.Attempts)
+
+		for range 2 {
+			n, err = b.outbox.Release(ctx, []outbox.Lease{released.Lease()})
+			require.NoError(t, err)
+			require.EqualValues(t, 1, n, "a release, first or sent again, counts the row it gave back")
+		}
+		st := relaytest.Get(t, b.pool, released.ID)
+		require.Equal(t, outbox.StatusPending, st.Status)
+		require.Nil(t, st.LockedUntil)
+
+		// A mark under the same lease publishes none of them.
+		n, err = b.outbox.MarkPublished(ctx, leasesOf(rows[1:]))
+		require.NoError(t, err)
+		require.Zero(t, n, "a mark of rows the lease rescheduled or gave back")
+		require.Zero(t, relaytest.Count(t, b.pool, outbox.StatusPublished))
+
+		// Claimed again, a row belongs to its new lease.
+		for _, id := range []uuid.UUID{retried.ID, postponed.ID} {
+			_, err = b.pool.Exec(ctx, `update route_passport_outbox set next_attempt_at = now() where id = $1::uuid`, id.String())
+			require.NoError(t, err)
+		}
+		reclaimed, err := claim(ctx, b, 10, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, reclaimed, 3, "the retried, postponed and released rows")
+		again, err = b.outbox.Retry(ctx, retries, 2)
+		require.NoError(t, err)
+		require.Len(t, again, 1)
+		require.Equal(t, failing.ID, again[0].ID, "only the row no lease took since")
+		n, err = b.outbox.Postpone(ctx, pp)
+		require.NoError(t, err)
+		require.Zero(t, n)
+		n, err = b.outbox.Release(ctx, []outbox.Lease{released.Lease()})
+		require.NoError(t, err)
+		require.Zero(t, n)
+		n, err = b.outbox.MarkPublished(ctx, leasesOf(reclaimed))
+		require.NoError(t, err)
+		require.EqualValues(t, 3, n)
+	})
+
 	t.Run("PausedClaimsNothing", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setupOutbox(t)
