@@ -76,7 +76,11 @@ func (s *Passports) Write(ctx context.Context, accepted []passport.Accepted) err
 		b.Queue(writeSQL, lendBuffers(c.Conn().PgConn(), args)...)
 		b.Queue("commit")
 		b.Queue(hintSQL, NotifyChannel)
-		return sendCommitted(c.SendBatch(ctx, b), b.Len()-1)
+		err = sendCommitted(c.SendBatch(ctx, b), b.Len()-1)
+		if err != nil {
+			rollbackFailed(ctx, c.Conn())
+		}
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("write %d passports: %w", n, err)
@@ -96,8 +100,7 @@ const hintSQL = "select set_config('synchronous_commit', 'off', true), pg_notify
 // sendCommitted reads the results of br, whose first committed queries end
 // with a COMMIT, and returns the first error among them. The results after
 // the COMMIT are read and their errors dropped: the write holds. On an
-// error the connection is left in the failed transaction, and the pool
-// closes it on release.
+// error the connection is left in the failed transaction (rollbackFailed).
 func sendCommitted(br pgx.BatchResults, committed int) error {
 	for range committed {
 		if _, err := br.Exec(); err != nil {
@@ -107,6 +110,22 @@ func sendCommitted(br pgx.BatchResults, committed int) error {
 	}
 	_ = br.Close()
 	return nil
+}
+
+// rollbackFailed ends the failed transaction that a write's error left on
+// conn, so that the pool keeps the connection (it closes one released
+// inside a transaction) and with it the write buffers it keeps
+// (connbuf.go): a write the server rejected (a deadlock run again, a
+// statement timeout, a constraint) costs a round trip, not a new
+// connection. A connection that broke is left to the pool; the rollback
+// runs even when ctx has ended, for at most rollbackTimeout.
+func rollbackFailed(ctx context.Context, conn *pgx.Conn) {
+	if conn.IsClosed() || conn.PgConn().TxStatus() == 'I' {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	_, _ = conn.Exec(rctx, "rollback")
 }
 
 // WriteTx is an ingest transaction that has run its statements, as

@@ -341,6 +341,33 @@ func TestPassportsWriteIsAtomic(t *testing.T) {
 	require.Equal(t, 1, n, "the connection is usable after the failed write")
 }
 
+// A write the server rejects leaves its connection in the pool: its failed
+// transaction is rolled back, so the next write needs no new connection
+// (before 2026-12-07 the pool closed it, and with it the write buffers it
+// kept).
+func TestPassportsFailedWriteKeepsItsConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := store.Open(ctx, withParam(testenv.DatabaseURL(t), "pool_max_conns=1"), "test")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s := store.NewPassports(pool, 3)
+	backend := func() (pid int32) {
+		require.NoError(t, pool.QueryRow(ctx, "select pg_backend_pid()").Scan(&pid))
+		return pid
+	}
+	first := backend()
+	broken := passportRecord(t, uuid.NewString(), "broken", "t1", 1)
+	broken.Events = slices.Clone(broken.Events)
+	broken.Events[1].ID = broken.Events[0].ID // the outbox insert fails on the server
+
+	require.ErrorContains(t, s.Write(ctx, []passport.Accepted{broken}), "route_passport_outbox_pkey")
+	require.Equal(t, first, backend(), "the same connection after the failed write")
+	require.EqualValues(t, 1, pool.Stat().NewConnsCount(), "no new connection")
+	require.NoError(t, s.Write(ctx, []passport.Accepted{passportRecord(t, uuid.NewString(), "good", "t1", 2)}))
+	require.Equal(t, first, backend())
+}
+
 func TestOpenSetsConnectTimeout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
