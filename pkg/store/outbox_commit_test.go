@@ -58,7 +58,7 @@ func TestOutboxLeaseStatementsCommitAsynchronously(t *testing.T) {
 		{"claim", store.ClaimSQL, func() []any {
 			return []any{2, time.Minute.Microseconds(), pgtype.UUID{Bytes: uuid.New(), Valid: true}, 0, noBound}
 		}, false},
-		{"mark", store.MarkPublishedSQL, func() []any { ids, tokens := leases(); return []any{ids, tokens} }, false},
+		{"mark", store.MarkPublishedSQL, func() []any { ids, tokens := leases(); return []any{ids, tokens[0]} }, false},
 		{"retry", store.RetrySQL, func() []any { ids, tokens := leases(); return []any{ids, tokens, errs, delays, 5} }, false},
 		{"release", store.ReleaseSQL, func() []any { ids, tokens := leases(); return []any{ids, tokens} }, true},
 		{"postpone", store.PostponeSQL, func() []any { ids, tokens := leases(); return []any{ids, tokens, errs, delays} }, true},

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -57,29 +58,60 @@ func firstID(id uuid.UUID) string { return "first " + id.String() }
 // short of the rows PUBLISHED, and the log said they would be published
 // again, which they would not. A mark sent again leaves published_at as
 // the first set it (the retention sweep reads it in order).
+//
+// It marks the rows of one claim ($1) under that claim's token ($2): the
+// relay marks a batch, which is one claim, so that the statement is a scan
+// of the primary key for an array of ids, with no join to plan and run.
+// For the few rows of a mark at a steady rate that cost PostgreSQL a fifth
+// less CPU than joining the table with the unnested pairs of ids and
+// tokens, as the other statements that end a lease do (2,000 marks of 6
+// rows, backend CPU per mark, two rounds: 415 and 465 µs against 560 and
+// 535; the same within noise for 500 rows).
 const markPublishedSQL = `
 update route_passport_outbox o
 set status = 'PUBLISHED', updated_at = now(),
     published_at = case when o.status = 'PUBLISHED' then o.published_at else now() end,
     locked_until = null
-from unnest($1::uuid[], $2::uuid[]) as l(id, token)
-where o.id = l.id and o.lock_token = l.token
+where o.id = any($1::uuid[]) and o.lock_token = $2::uuid
   and (o.locked_until is not null or o.status = 'PUBLISHED')
   and ` + asyncCommit
 
-// MarkPublished marks the leased rows PUBLISHED in one statement and returns
-// how many it changed; rows whose lease was taken over are left alone. It
-// may be sent again after an error: rows it marked already count again.
+// MarkPublished marks the leased rows PUBLISHED and returns how many it
+// changed; rows whose lease was taken over are left alone. It runs one
+// statement per claim among leases (one, as the relay marks). It may be
+// sent again after an error: rows it marked already count again.
 func (o *Outbox) MarkPublished(ctx context.Context, leases []outbox.Lease) (int64, error) {
-	if len(leases) == 0 {
-		return 0, nil
+	var marked int64
+	for _, claim := range byToken(leases) {
+		tag, err := o.exec(ctx, markPublishedSQL, o.leaseMode, claim.ids, claim.token)
+		if err != nil {
+			return 0, fmt.Errorf("mark %d outbox rows published (%s): %w", len(leases), firstID(leases[0].ID), err)
+		}
+		marked += tag.RowsAffected()
 	}
-	ids, tokens := leaseArrays(leases)
-	tag, err := o.exec(ctx, markPublishedSQL, o.leaseMode, ids, tokens)
-	if err != nil {
-		return 0, fmt.Errorf("mark %d outbox rows published (%s): %w", len(leases), firstID(leases[0].ID), err)
+	return marked, nil
+}
+
+// claimLeases are the ids of the leases of one claim, and its token.
+type claimLeases struct {
+	token pgtype.UUID
+	ids   []pgtype.UUID
+}
+
+// byToken groups leases by claim, in the order of each claim's first
+// lease.
+func byToken(leases []outbox.Lease) []claimLeases {
+	var out []claimLeases
+	for _, l := range leases {
+		tok := uuidParam(l.Token)
+		i := slices.IndexFunc(out, func(c claimLeases) bool { return c.token == tok })
+		if i < 0 {
+			out = append(out, claimLeases{token: tok})
+			i = len(out) - 1
+		}
+		out[i].ids = append(out[i].ids, uuidParam(l.ID))
 	}
-	return tag.RowsAffected(), nil
+	return out
 }
 
 // retrySQL returns the rows it changed and the rows this lease already

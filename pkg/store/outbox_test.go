@@ -190,6 +190,28 @@ func TestOutboxClaim(t *testing.T) {
 		require.Zero(t, n, "another lease's mark changes nothing")
 	})
 
+	// A mark of the leases of two claims marks both (one statement each),
+	// and only the rows each claim holds.
+	t.Run("MarkOfTwoClaims", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setupOutbox(t)
+		relaytest.MustInsert(t, b.pool, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"}, outbox.Event{Topic: "t"})
+		first, err := claim(ctx, b, 2, time.Minute)
+		require.NoError(t, err)
+		second, err := claim(ctx, b, 2, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, first, 2)
+		require.Len(t, second, 1)
+		leases := append(leasesOf(first[:1]), leasesOf(second)...)
+		leases = append(leases, first[1].Lease())
+		// A lease naming another claim's row changes nothing.
+		leases = append(leases, outbox.Lease{ID: second[0].ID, Token: first[0].Token})
+		n, err := b.outbox.MarkPublished(ctx, leases)
+		require.NoError(t, err)
+		require.EqualValues(t, 3, n)
+		require.Equal(t, 3, relaytest.Count(t, b.pool, outbox.StatusPublished))
+	})
+
 	// The other statements that end a lease, sent again after their commit
 	// was lost, also find the rows they changed: a retry returns them as
 	// they are (its attempt counted once, a FAILED row reported again, which
