@@ -78,7 +78,7 @@ func (s *Passports) Write(ctx context.Context, accepted []passport.Accepted) err
 		b.Queue(hintSQL, NotifyChannel)
 		err = sendCommitted(c.SendBatch(ctx, b), b.Len()-1)
 		if err != nil {
-			rollbackFailed(ctx, c.Conn())
+			rollbackFailed(ctx, c.Conn(), err)
 		}
 		return err
 	})
@@ -115,11 +115,20 @@ func sendCommitted(br pgx.BatchResults, committed int) error {
 // rollbackFailed ends the failed transaction that a write's error left on
 // conn, so that the pool keeps the connection (it closes one released
 // inside a transaction) and with it the write buffers it keeps
-// (connbuf.go): a write the server rejected (a deadlock run again, a
-// statement timeout, a constraint) costs a round trip, not a new
-// connection. A connection that broke is left to the pool; the rollback
-// runs even when ctx has ended, for at most rollbackTimeout.
-func rollbackFailed(ctx context.Context, conn *pgx.Conn) {
+// (connbuf.go), when the error belongs to the data or to a race (KindRecord,
+// KindConflict: a constraint, a deadlock run again): such a write costs a
+// round trip, not a new connection. A session the database as a whole
+// refused (KindUnavailable: read-only, a statement timeout, shutting down)
+// is left to the pool to close, so that the retry connects anew and gets
+// the server's settings of now and the host that takes writes now (a
+// multi-host URL with target_session_attrs=read-write): kept, a session
+// made read-only by ALTER DATABASE kept failing after the setting was
+// reset, until the pool retired it an hour later. The rollback runs even
+// when ctx has ended, for at most rollbackTimeout.
+func rollbackFailed(ctx context.Context, conn *pgx.Conn, err error) {
+	if k := Classify(err); k != KindRecord && k != KindConflict {
+		return
+	}
 	if conn.IsClosed() || conn.PgConn().TxStatus() == 'I' {
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/passport"
@@ -366,6 +367,46 @@ func TestPassportsFailedWriteKeepsItsConnection(t *testing.T) {
 	require.EqualValues(t, 1, pool.Stat().NewConnsCount(), "no new connection")
 	require.NoError(t, s.Write(ctx, []passport.Accepted{passportRecord(t, uuid.NewString(), "good", "t1", 2)}))
 	require.Equal(t, first, backend())
+}
+
+// A session the database refused as a whole (here: read-only) is not kept
+// after the failed write: once the setting is reset, the next write gets a
+// new, writable session, although nobody ended the old one.
+func TestPassportsWriteAfterReadOnlyGetsANewSession(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testenv.DatabaseURL(t)
+	pool, err := store.Open(ctx, withParam(url, "pool_max_conns=1"), "test")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s := store.NewPassports(pool, 3)
+	// setReadOnly sets the database's default for new sessions, on a
+	// connection of its own, in a transaction that may write whatever
+	// that default is.
+	setReadOnly := func(on string) {
+		conn, err := pgx.Connect(ctx, url)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		var db string
+		require.NoError(t, conn.QueryRow(ctx, "select current_database()").Scan(&db))
+		tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadWrite})
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, "alter database "+pgx.Identifier{db}.Sanitize()+" set default_transaction_read_only = "+on)
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+	}
+	setReadOnly("on")
+	t.Cleanup(func() { setReadOnly("off") })
+	// The pool's one session ends, and the next is read-only.
+	_, err = pool.Exec(ctx, "select pg_terminate_backend(pg_backend_pid())")
+	require.Error(t, err)
+	err = s.Write(ctx, []passport.Accepted{passportRecord(t, uuid.NewString(), "ro", "t1", 1)})
+	require.ErrorContains(t, err, "25006")
+	require.Equal(t, store.KindUnavailable, store.Classify(err))
+
+	// Writable again for new sessions only; the read-only one is not ended.
+	setReadOnly("off")
+	require.NoError(t, s.Write(ctx, []passport.Accepted{passportRecord(t, uuid.NewString(), "rw", "t1", 2)}))
 }
 
 func TestOpenSetsConnectTimeout(t *testing.T) {
