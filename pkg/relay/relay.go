@@ -29,10 +29,16 @@ type Relay struct {
 	// notifier is the outbox as a Notifier, nil when it is not one
 	// (wakeup.go).
 	notifier Notifier
-	pub      Publisher
-	cfg      Config
-	m        *metrics
-	tracer   trace.Tracer // a no-op one when Config.Tracer is nil
+	// watermark is the claim watermark that outbox claims from, nil when
+	// it is off (watermark.go).
+	watermark *watermarked
+	// watermarkSlow: a full rescan ran out of its bound and was logged;
+	// the next that succeeds logs the recovery.
+	watermarkSlow atomic.Bool
+	pub           Publisher
+	cfg           Config
+	m             *metrics
+	tracer        trace.Tracer // a no-op one when Config.Tracer is nil
 
 	wakeMu   sync.Mutex
 	wakes    []*wakeSlot // one per worker
@@ -85,7 +91,6 @@ func New(logger *slog.Logger, outbox Outbox, pub Publisher, cfg Config) (*Relay,
 	cfg = cfg.WithDefaults()
 	r := &Relay{
 		logger:     logger.With("component", "relay"),
-		outbox:     withWatermark(outbox, cfg),
 		pub:        pub,
 		cfg:        cfg,
 		m:          newMetrics(cfg.Registerer),
@@ -95,6 +100,7 @@ func New(logger *slog.Logger, outbox Outbox, pub Publisher, cfg Config) (*Relay,
 		patience:   backoff.NewPatience(cfg.probeTimeout(), cfg.probeWaitMax()),
 		dbPatience: backoff.NewPatience(min(cfg.DBTimeout, dbProbeWait), dbProbeWaitMax),
 	}
+	r.outbox, r.watermark = withWatermark(outbox, cfg)
 	r.indexes, _ = outbox.(IndexStore)
 	r.orphans, _ = outbox.(OrphanReleaser)
 	r.notifier, _ = outbox.(Notifier)

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -44,6 +45,14 @@ import (
 // hold once per interval (or per 9× its own duration, whichever is longer,
 // so that it never takes more than a tenth of one backend).
 //
+// The refresh runs before each claim that finds it due, outside the
+// claim's bound (Relay.refreshWatermark). Until 2026-12-07 it ran inside
+// the claim, on the claim's bound (20 s by default): a hold that made the
+// full rescan longer than that (about 25 minutes at 1,000 events/s, by the
+// 0.6 s per 45 s of docs/capacity.md) failed the claim that ran it, and
+// the next claim ran it again, so one worker published nothing until the
+// hold ended, and a relay started during it, nothing at all.
+//
 // W lives in memory, one per relay process: its workers share it; other
 // processes keep their own.
 
@@ -64,7 +73,9 @@ type boundedOutbox interface {
 const watermarkAdvance = time.Second
 
 // watermarked is an Outbox whose Claim is bounded by the process's
-// watermark; every other method is the wrapped Outbox's.
+// watermark; every other method is the wrapped Outbox's. The relay
+// refreshes W before each claim (Relay.refreshWatermark), outside the
+// claim's own bound.
 type watermarked struct {
 	Outbox
 	b       boundedOutbox
@@ -72,83 +83,151 @@ type watermarked struct {
 	every   time.Duration
 	advance time.Duration
 
-	refresh sync.Mutex // one floor query at a time
-	mu      sync.Mutex // guards the fields below
-	w       time.Time  // zero: not known yet
-	nextUp  time.Time  // local clock: the next advance
-	nextAll time.Time  // local clock: the next full rescan
+	refreshing sync.Mutex // one floor query at a time
+	mu         sync.Mutex // guards the fields below
+	w          time.Time  // zero: not known yet
+	nextUp     time.Time  // local clock: the next advance
+	nextAll    time.Time  // local clock: the next full rescan
 }
 
-// withWatermark wraps o when the watermark is on and o supports it.
-func withWatermark(o Outbox, cfg Config) Outbox {
+// withWatermark wraps o when the watermark is on and o supports it; it
+// returns o and nil otherwise.
+func withWatermark(o Outbox, cfg Config) (Outbox, *watermarked) {
 	b, ok := o.(boundedOutbox)
 	if !ok || cfg.ClaimFullScanInterval < 0 {
-		return o
+		return o, nil
 	}
-	return &watermarked{Outbox: o, b: b, margin: cfg.ClaimWatermarkMargin, every: cfg.ClaimFullScanInterval, advance: watermarkAdvance}
+	m := &watermarked{Outbox: o, b: b, margin: cfg.ClaimWatermarkMargin, every: cfg.ClaimFullScanInterval, advance: watermarkAdvance}
+	return m, m
 }
 
-// Claim claims from the watermark, refreshing it first when due.
+// Claim claims from the watermark, or from the start of the index while no
+// W is known (no refresh has succeeded yet): what a claim without the
+// watermark does.
 func (m *watermarked) Claim(ctx context.Context, limit int, maxBytes int64, lease time.Duration) ([]outbox.Row, bool, error) {
-	from, err := m.bound(ctx)
-	if err != nil {
-		return nil, false, err
-	}
+	m.mu.Lock()
+	from := m.w
+	m.mu.Unlock()
 	return m.b.ClaimFrom(ctx, from, limit, maxBytes, lease)
 }
 
-// bound returns W, recomputing it first when a full rescan or an advance is
-// due. While another worker recomputes it, the current W serves (it is
-// still a valid bound); before the first W is known, workers wait for it.
-func (m *watermarked) bound(ctx context.Context) (time.Time, error) {
+// known reports whether a W is known.
+func (m *watermarked) known() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.w.IsZero()
+}
+
+// due reports whether a refresh is due, and whether it is a full rescan:
+// the first one, and then one every interval. An advance needs a W to
+// read from.
+func (m *watermarked) due() (due, full bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	full = !now.Before(m.nextAll)
+	return full || (!m.w.IsZero() && !now.Before(m.nextUp)), full
+}
+
+// refresh recomputes W when due: from the start of the index (full) or
+// from the current W. While another worker refreshes it the current W
+// serves (it is still a valid bound); before the first W is known, workers
+// wait for that refresh. ran reports whether this call read the floor.
+//
+// On an error the current W, if any, keeps serving, and the next refresh
+// is scheduled as after a success: a full rescan that ran out of its bound
+// under a long-held snapshot (it reads every index entry vacuum could not
+// prune) is tried again only after nine times its duration, and claims go
+// on from the known W meanwhile, or from the start of the index while none
+// is known.
+func (m *watermarked) refresh(ctx context.Context) (ran, full bool, err error) {
 	for {
-		m.mu.Lock()
-		w, now := m.w, time.Now()
-		full := w.IsZero() || !now.Before(m.nextAll)
-		due := full || !now.Before(m.nextUp)
-		m.mu.Unlock()
+		due, full := m.due()
 		if !due {
-			return w, nil
+			return false, false, nil
 		}
-		if !m.refresh.TryLock() {
-			if !w.IsZero() {
-				return w, nil
+		if !m.refreshing.TryLock() {
+			if m.known() {
+				return false, false, nil
 			}
-			m.refresh.Lock() // the first W is being read: wait for it
-			m.refresh.Unlock()
+			m.refreshing.Lock() // the first W is being read: wait for it
+			m.refreshing.Unlock()
+			if ctx.Err() != nil {
+				return false, false, ctx.Err()
+			}
 			continue
 		}
-		w, err := m.recompute(ctx, w, full)
-		m.refresh.Unlock()
-		return w, err
+		err := m.recompute(ctx, full)
+		m.refreshing.Unlock()
+		return true, full, err
 	}
 }
 
-// recompute reads a new W, from the start of the index (full) or from the
-// current one, and schedules the next refresh. On an error the current W,
-// if any, keeps serving and the refresh is tried again on the next claim.
-func (m *watermarked) recompute(ctx context.Context, cur time.Time, full bool) (time.Time, error) {
-	from := cur
+// recompute reads a new W and schedules the next refresh.
+func (m *watermarked) recompute(ctx context.Context, full bool) error {
+	m.mu.Lock()
+	from := m.w
+	m.mu.Unlock()
 	if full {
 		from = time.Time{}
 	}
 	start := time.Now()
 	floor, err := m.b.PendingFloor(ctx, from, m.margin)
-	if err != nil {
-		if cur.IsZero() {
-			return time.Time{}, err
-		}
-		return cur, nil
-	}
+	end := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	end := time.Now()
 	if full {
-		m.w = floor // may move down: a row committed below the old W
 		m.nextAll = end.Add(max(m.every, 9*end.Sub(start)))
-	} else if floor.After(m.w) {
-		m.w = floor
 	}
 	m.nextUp = end.Add(m.advance)
-	return m.w, nil
+	switch {
+	case err != nil:
+		return err
+	case full:
+		m.w = floor // may move down: a row committed below the old W
+	case floor.After(m.w):
+		m.w = floor
+	}
+	return nil
+}
+
+// refreshWatermark refreshes the claim watermark when due, bounded by the
+// lease (Config.LockTimeout) rather than by the claim's bound, and watched
+// as a claim is (watchCall): a database that stops answering cuts it
+// within seconds, one that answers slowly lets it run. A full rescan that
+// runs out of its bound while the database answers is logged once, until
+// one succeeds.
+//
+// While a claim has failed since the last good one (claimsHealthy), the
+// claim is the relay's probe of the database, retried with a backoff: a
+// W already known then serves unrefreshed, so that no refresh waits for
+// its watch's verdict ahead of each probe on a link that hangs. Without
+// a W (a relay started during an outage, or during a long hold) the
+// refresh is tried, at most once per ClaimFullScanInterval after a
+// failure (watermarked.due).
+func (r *Relay) refreshWatermark(ctx context.Context) {
+	if r.watermark == nil {
+		return
+	}
+	if due, _ := r.watermark.due(); !due || (!r.claimsHealthy.Load() && r.watermark.known()) {
+		return
+	}
+	c, cancel := context.WithTimeout(ctx, r.cfg.LockTimeout)
+	defer cancel()
+	start := time.Now()
+	stop := r.watchCall(ctx, "claim watermark", cancel)
+	ran, full, err := r.watermark.refresh(c)
+	answered := stop()
+	switch {
+	case !ran || !full:
+	case err == nil:
+		if r.watermarkSlow.Swap(false) {
+			r.logger.InfoContext(ctx, "claim watermark's full rescan succeeded again", "took", time.Since(start).Round(time.Millisecond))
+		}
+	case answered && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		if !r.watermarkSlow.Swap(true) {
+			r.logger.WarnContext(ctx, "claim watermark's full rescan of the PENDING index ran out of its time; claims go on from the last watermark, and a row written below it waits for a rescan that succeeds. A snapshot held open (pg_stat_activity: an old xact_start or backend_xmin) keeps vacuum from pruning the index",
+				"took", time.Since(start).Round(time.Millisecond), "bound", r.cfg.LockTimeout)
+		}
+	}
 }

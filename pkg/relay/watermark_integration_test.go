@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/outbox"
@@ -45,4 +46,49 @@ func TestRelayClaimsRowsBelowTheWatermark(t *testing.T) {
 		return relaytest.Get(t, b.pool, late.ID).Status == outbox.StatusPublished
 	})
 	t.Logf("row an hour below the watermark published %s after the resume (full rescan every %s)", time.Since(start).Round(time.Millisecond), every)
+}
+
+// TestRelayClaimsDuringALongHold: with a snapshot held open while 300,000
+// outbox rows were published, the watermark's first full rescan reads every
+// PENDING index entry vacuum could not prune, longer than a claim's bound
+// (DBTimeout while no claim has succeeded yet). It runs under a bound of
+// its own, so the relay starts claiming from the watermark and publishes.
+// While it ran inside the claim's bound, every claim failed, and a relay
+// started during such a hold published nothing until it ended.
+func TestRelayClaimsDuringALongHold(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	b := setup(t, bootstrap)
+	topic := testenv.Topic(t, "long-hold", 1)
+	ctx := context.Background()
+
+	hold := operatorConn(t, b.url)
+	tx, err := hold.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "select 1") // takes the snapshot
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	relaytest.Seed(t, b.pool, 150_000, topic, topic)
+	_, err = b.pool.Exec(ctx, `update route_passport_outbox set status = 'PUBLISHED', published_at = now()`)
+	require.NoError(t, err)
+
+	const dbTimeout = 100 * time.Millisecond
+	start := time.Now()
+	_, err = b.outbox.PendingFloor(ctx, time.Time{}, 0)
+	require.NoError(t, err)
+	rescan := time.Since(start)
+	t.Logf("figures: full rescan over 300,000 held index entries: %s", rescan.Round(time.Millisecond))
+	require.Greater(t, rescan, 2*dbTimeout, "the rescan must outlast the claim's bound for this test to show anything; seed more rows")
+
+	rows := make([]outbox.Event, 20)
+	for i := range rows {
+		rows[i] = outbox.Event{Topic: topic}
+	}
+	relaytest.MustInsert(t, b.pool, rows...)
+	rr := b.start(t, relay.Config{PollInterval: 100 * time.Millisecond, DBTimeout: dbTimeout,
+		LockTimeout: 3 * time.Second, PublishTimeout: time.Second, ClaimWatermarkMargin: 100 * time.Millisecond})
+	eventually(t, 20*time.Second, "the rows written during the hold published", func() bool {
+		return relaytest.Count(t, b.pool, outbox.StatusPublished) == 300_000+len(rows)
+	})
+	require.NotContains(t, rr.logs.String(), "cannot claim outbox rows", "no claim failed")
 }

@@ -16,10 +16,10 @@ import (
 // worker claims, publishes and marks batches until ctx ends. It claims
 // nothing while Kafka is down (the prober wakes it) and, while PostgreSQL
 // cannot be reached, retries the claim (its probe: the claim itself, with
-// the watermark's and any remembered give-backs' statements, bounded by
-// DBTimeout, doubled per claim that timed out while the
-// database answered probes; see claimCall) with a backoff capped at
-// ProbeMaxBackoff.
+// any remembered give-backs' statements, bounded by DBTimeout, doubled per
+// claim that timed out while the database answered probes; see claimCall;
+// the watermark is not refreshed meanwhile, see refreshWatermark) with a
+// backoff capped at ProbeMaxBackoff.
 func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 	log := r.logger.With("worker", id)
 	dbWait := r.cfg.dbRetryBackoff()
@@ -94,10 +94,12 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 	}
 }
 
-// claim runs one claim, bounded by claimCall and watched by watchCall, in
+// claim runs one claim, bounded by claimCall and watched by watchCall (the
+// claim watermark refreshed first when due, under a bound of its own), in
 // its own span (a root span: a claim serves many traces; each row's publish
 // span links to it).
 func (r *Relay) claim(ctx context.Context) ([]outbox.Row, bool, trace.SpanContext, error) {
+	r.refreshWatermark(ctx)
 	ctx, span := r.tracer.Start(ctx, "outbox claim", trace.WithNewRoot())
 	defer span.End()
 	c, cancel := r.claimCall(ctx)
