@@ -28,22 +28,22 @@ import (
 // a PENDING row (the statements that end a lease keep its token and clear
 // locked_until, outbox_marks.go; the operators' requeue clears both), so
 // it already says PENDING, and the predicate would let the planner drive
-// the join from the PENDING partial index. For the same reason they tell
-// the rows their lease already ended by status <> 'PUBLISHED', not by the
-// status the row should have. It
-// does so when the last ANALYZE saw almost no PENDING row and a backlog has
-// built since: every pending row is then read for every mark (2–27 s for 300
-// leases over 68,000 pending rows in the soak), and the slow marks grow the
-// backlog that slows them. By id, the primary key serves each lease.
+// the join from the PENDING partial index. It does so when the last
+// ANALYZE saw almost no PENDING row and a backlog has built since: every
+// pending row is then read for every mark (2–27 s for 300 leases over
+// 68,000 pending rows in the soak), and the slow marks grow the backlog
+// that slows them. By id, the primary key serves each lease. For the same
+// reason they tell the rows their lease already ended by status <>
+// 'PUBLISHED', not by the status the row should have.
 //
 // Those statements are also planned on every call (leaseMode), never from
-// a plan cached with the connection. The best join of the lease arrays with
-// the table is a hash join over a scan of the whole table while the table is
-// a few pages, and a nested loop over the primary key once it is larger.
-// With pgx's default mode (named prepared statements) PostgreSQL keeps a
-// generic plan from the sixth call on, and nothing but an ANALYZE or a
-// schema change replans it: a relay started on a new, empty outbox kept the
-// hash join, and each mark read the whole table (2,400 buffers to mark 4
+// a plan cached with the connection. The best way to the leased rows is a
+// scan of the whole table while the table is a few pages, and the primary
+// key once it is larger. With pgx's default mode (named prepared
+// statements) PostgreSQL keeps a generic plan from the sixth call on, and
+// nothing but an ANALYZE or a schema change replans it: a relay started on
+// a new, empty outbox kept a hash join over the whole table (the mark then
+// joined unnested ids and tokens), and each mark read the whole table (2,400 buffers to mark 4
 // rows 30 s into a bench run at 100 passports/s, the outbox at 8,000 rows;
 // autovacuum analyzes it after 50,000 changes).
 type Outbox struct {
