@@ -48,6 +48,11 @@ type fakeConsumer struct {
 	commitErr     atomic.Pointer[error]
 	commitGate    chan struct{} // when set, Commit blocks until it is closed
 	probeErr      atomic.Pointer[error]
+	// probeTakes is how long Probe runs, whatever its context, as
+	// librdkafka's metadata request does; probing counts the Probes in
+	// progress.
+	probeTakes atomic.Int64
+	probing    atomic.Int32
 }
 
 func newFakeConsumer(partitions ...int32) *fakeConsumer {
@@ -135,8 +140,12 @@ func (c *fakeConsumer) Subscribe(assigned func([]int32), revoked func([]int32, b
 	return nil
 }
 
-// Probe answers at once: nil, or the error set in probeErr.
+// Probe answers after probeTakes (at once by default): nil, or the error
+// set in probeErr.
 func (c *fakeConsumer) Probe(ctx context.Context, _ time.Duration) error {
+	c.probing.Add(1)
+	defer c.probing.Add(-1)
+	time.Sleep(time.Duration(c.probeTakes.Load()))
 	if err := c.probeErr.Load(); err != nil {
 		return *err
 	}
@@ -503,6 +512,25 @@ func TestFakeInputTopicMissingAfterUnreachableIsLogged(t *testing.T) {
 	c.probeErr.Store(nil)
 	require.Eventually(t, func() bool { return r.logs.count("kafka reachable") == 1 }, 5*time.Second, 5*time.Millisecond)
 	require.Equal(t, 1, r.logs.count("kafka unreachable"), "one line per change of cause")
+}
+
+// Run returns only once its probes have: the caller closes the Kafka
+// clients next, which librdkafka forbids while a call (the brokers'
+// probe, a metadata request) is inside them. Before, Run returned with a
+// probe in progress.
+func TestFakeRunWaitsForItsProbes(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	c.probeTakes.Store(int64(400 * time.Millisecond))
+	r := startFake(t, c, newFakeStore(), &fakeDLQ{})
+	deadline := time.Now().Add(5 * time.Second)
+	for c.probing.Load() == 0 {
+		require.True(t, time.Now().Before(deadline), "no probe of the brokers started")
+		time.Sleep(5 * time.Millisecond)
+	}
+	err, took := r.stop(t)
+	require.NoError(t, err)
+	require.Zero(t, c.probing.Load(), "a probe still in the client after Run returned (%s after the cancel)", took)
 }
 
 // A dead letter outstanding while the brokers answer without the DLQ topic

@@ -220,16 +220,28 @@ func (in *Ingestor) Run(ctx context.Context) error {
 	batchCtx, cancelBatches := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBatches()
 
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
+	// The watchers run until Run returns, not until ctx ends: during the
+	// shutdown's drain a batch still needs the probe that cuts a call on a
+	// dead link and wakes a retry once the database is back. Run waits for
+	// them, because the caller closes the Kafka clients next, and a probe
+	// may be inside a librdkafka call on them (a metadata request, up to
+	// probeWaitMax), which librdkafka forbids while the client is destroyed.
+	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	var watchers sync.WaitGroup
+	defer func() {
+		stopWatch()
+		watchers.Wait()
+	}()
 	// A database call is probed before its bound runs out, however short
 	// the bound: a timeout while the database answers is a slow database,
 	// so only the probe can tell a stuck write (probeDB).
-	go in.watch(watchCtx, in.dbHealth, in.probeDB, in.store.Ping, min(stallAfter, in.cfg.DBTimeout/2), &in.dbWriters)
+	watchers.Go(func() {
+		in.watch(watchCtx, in.dbHealth, in.probeDB, in.store.Ping, min(stallAfter, in.cfg.DBTimeout/2), &in.dbWriters)
+	})
 	// No idle probe for the DLQ (nil): its brokers are the input's, which
 	// watchBrokers probes every second, idle or not (component "kafka").
-	go in.watch(watchCtx, in.dlqHealth, in.probeDLQ, nil, stallAfter, &in.dlqWriters)
-	go in.watchBrokers(watchCtx)
+	watchers.Go(func() { in.watch(watchCtx, in.dlqHealth, in.probeDLQ, nil, stallAfter, &in.dlqWriters) })
+	watchers.Go(func() { in.watchBrokers(watchCtx) })
 
 	if err := in.consumer.Subscribe(in.onAssigned, in.onRevoked); err != nil {
 		return err
