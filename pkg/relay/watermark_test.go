@@ -149,7 +149,8 @@ func TestRefreshWatermarkSlowFullRescan(t *testing.T) {
 	f := &fakeBounded{floors: []time.Time{t0, t0}}
 	var logs testenv.SyncBuffer
 	r, err := New(slog.New(slog.NewTextHandler(&logs, nil)), f, &fakePublisher{},
-		Config{LockTimeout: time.Second, PublishTimeout: 500 * time.Millisecond, ClaimFullScanInterval: 100 * time.Millisecond})
+		Config{LockTimeout: time.Second, PublishTimeout: 500 * time.Millisecond, ClaimFullScanInterval: 100 * time.Millisecond,
+			DBTimeout: 200 * time.Millisecond}) // the watch probes every 100 ms: answers before the bound
 	require.NoError(t, err)
 	r.claimsHealthy.Store(true)
 	const warning = "claim watermark's full rescan of the PENDING index ran out of its time"
