@@ -62,7 +62,8 @@ const (
 // [TCPKeepAlive]) and carry application as their application_name unless
 // the URL names one: operators tell the binaries apart in
 // pg_stat_activity, and [Passports.Stuck] tells the writer's own sessions
-// from the others.
+// from the others. A session that PostgreSQL refused a write as read-only
+// is closed when released, not handed out again (readonly.go).
 func Open(ctx context.Context, databaseURL, application string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
@@ -79,6 +80,10 @@ func Open(ctx context.Context, databaseURL, application string) (*pgxpool.Pool, 
 		registerTypes(conn.TypeMap())
 		return nil
 	}
+	// A session refused as read-only is closed, not handed out again
+	// (readonly.go).
+	cfg.ConnConfig.Tracer = readOnlyTracer{}
+	cfg.AfterRelease = retireReadOnly
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create pool: %w", err)

@@ -1,0 +1,73 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/outbox"
+	"github.com/pcp/route-processing/pkg/passport"
+	"github.com/pcp/route-processing/pkg/relay/relaytest"
+	"github.com/pcp/route-processing/pkg/store"
+	"github.com/pcp/route-processing/pkg/testenv"
+)
+
+// setReadOnlyDefault sets default_transaction_read_only for the new
+// sessions of url's database, on a connection of its own, in a transaction
+// that may write whatever that default is.
+func setReadOnlyDefault(t *testing.T, url, on string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var db string
+	require.NoError(t, conn.QueryRow(ctx, "select current_database()").Scan(&db))
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadWrite})
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "alter database "+pgx.Identifier{db}.Sanitize()+" set default_transaction_read_only = "+on)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+}
+
+// A session refused as read-only (the database's default for new sessions
+// set read-only, its sessions ended) is closed, not handed out again: once
+// the setting is reset, without anyone ending the read-only sessions, the
+// relay's claim and the ingestor's chained write succeed on new sessions.
+// Before, the pool kept them until their maximum lifetime (an hour).
+func TestReadOnlySessionIsNotKept(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := testenv.DatabaseURL(t)
+	pool, err := store.Open(ctx, withParam(url, "pool_max_conns=1"), "test")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	ob := store.NewOutbox(pool)
+	ps := store.NewPassports(pool, 3)
+	relaytest.MustInsert(t, pool, outbox.Event{Topic: "t"})
+
+	setReadOnlyDefault(t, url, "on")
+	t.Cleanup(func() { setReadOnlyDefault(t, url, "off") })
+	_, err = pool.Exec(ctx, "select pg_terminate_backend(pg_backend_pid())")
+	require.Error(t, err, "the pool's one session ended")
+	_, _, err = ob.Claim(ctx, 10, 0, time.Minute)
+	require.ErrorContains(t, err, "25006")
+	tx, err := ps.BeginWrite(ctx, []passport.Accepted{passportRecord(t, uuid.NewString(), "ro", "t1", 1)}, 0)
+	if err == nil {
+		_ = tx.Rollback(ctx)
+	}
+	require.ErrorContains(t, err, "25006")
+
+	setReadOnlyDefault(t, url, "off")
+	rows, _, err := ob.Claim(ctx, 10, 0, time.Minute)
+	require.NoError(t, err, "a new session claims")
+	require.Len(t, rows, 1)
+	tx, err = ps.BeginWrite(ctx, []passport.Accepted{passportRecord(t, uuid.NewString(), "rw", "t1", 2)}, 0)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+}
