@@ -48,7 +48,7 @@ func TestClaimBoundGrowsOnlyForSlowClaims(t *testing.T) {
 			t.Parallel()
 			r := newTestRelay(t, &hangingOutbox{answers: tc.answers}, &fakePublisher{}, Config{DBTimeout: 200 * time.Millisecond})
 			for range 3 {
-				_, _, _, err := r.claim(context.Background())
+				_, _, _, _, err := r.claim(context.Background())
 				require.Error(t, err)
 			}
 			require.Equal(t, tc.want, r.claimsTimedOut.Load(), "claims counted as slow")

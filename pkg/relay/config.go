@@ -297,10 +297,11 @@ func (c Config) dbRetryBackoff() *backoff.Backoff {
 const minPeriod = 100 * time.Millisecond
 
 // isolateDeadline is the last moment a one-by-one re-send of a batch
-// claimed at start may begin: it may last PublishTimeout plus the report
-// margin, and its mark needs markMargin, all within the lease.
-func (c Config) isolateDeadline(start time.Time) time.Time {
-	return start.Add(c.LockTimeout - c.PublishTimeout - LeaseMargin)
+// leased at leased (its claim sent then) may begin: it may last
+// PublishTimeout plus the report margin, and its mark needs markMargin,
+// all within the lease.
+func (c Config) isolateDeadline(leased time.Time) time.Time {
+	return leased.Add(c.LockTimeout - c.PublishTimeout - LeaseMargin)
 }
 
 // probeTimeout bounds one broker probe while the cluster answers fast: a

@@ -146,7 +146,7 @@ func TestUnavailableWhileClusterAnswersCountsNoAttempt(t *testing.T) {
 	pub := &fakePublisher{publish: all(errors.Join(record.ErrUnavailable, cause))}
 	r := newTestRelay(t, ob, pub, Config{InitialBackoff: time.Second, MaxBackoff: time.Minute})
 	rows := testRows(3)
-	r.process(context.Background(), rows, time.Now(), trace.SpanContext{})
+	r.process(context.Background(), rows, time.Now(), time.Now(), trace.SpanContext{})
 
 	require.Equal(t, 1, pub.probes, "the cluster was probed")
 	require.Empty(t, ob.retried, "no attempt counted")
@@ -177,7 +177,7 @@ func TestStoppingSkipsTheProbe(t *testing.T) {
 	}
 	r := newTestRelay(t, ob, pub, Config{})
 	start := time.Now()
-	r.process(ctx, testRows(2), time.Now(), trace.SpanContext{})
+	r.process(ctx, testRows(2), time.Now(), time.Now(), trace.SpanContext{})
 	require.Less(t, time.Since(start), 2*time.Second)
 	require.Zero(t, pub.probes)
 	require.Len(t, ob.released, 2)
@@ -208,7 +208,7 @@ func TestStallProbeCutByTheBatchIsNoOutage(t *testing.T) {
 	r.kafkaDown.Store(false)
 	// The relay's own confirmation of the stall, to know when it is done.
 	r.pub = probeDone{pub, probed}
-	r.process(context.Background(), testRows(2), time.Now(), trace.SpanContext{})
+	r.process(context.Background(), testRows(2), time.Now(), time.Now(), trace.SpanContext{})
 	select {
 	case <-probed:
 	case <-time.After(5 * time.Second):
@@ -239,7 +239,7 @@ func TestBadHeadersChargeOnlyTheirRow(t *testing.T) {
 	r := newTestRelay(t, ob, pub, Config{})
 	rows := testRows(3)
 	rows[1].Headers, rows[1].HeadersError = nil, "outbox row headers are not a JSON object of strings: boom"
-	r.process(context.Background(), rows, time.Now(), trace.SpanContext{})
+	r.process(context.Background(), rows, time.Now(), time.Now(), trace.SpanContext{})
 
 	require.Len(t, pub.batches, 1)
 	require.Len(t, pub.batches[0], 2, "the bad row is not sent")
@@ -265,11 +265,21 @@ func TestIsolationEndsBeforeTheLease(t *testing.T) {
 	// The isolation window is LockTimeout − PublishTimeout − LeaseMargin =
 	// 500ms: sends start at about 0, 200 and 400ms, and no more.
 	r := newTestRelay(t, ob, pub, Config{PublishTimeout: time.Second, LockTimeout: time.Second + LeaseMargin + 500*time.Millisecond})
-	r.process(context.Background(), testRows(8), time.Now(), trace.SpanContext{})
+	r.process(context.Background(), testRows(8), time.Now(), time.Now(), trace.SpanContext{})
 
 	singles := len(pub.batches) - 1
 	require.Equal(t, 3, singles, "single sends started within the window")
 	require.Len(t, ob.retried, 8, "every row charged (each failed alone or was not re-sent)")
+
+	// The window counts from when the claim was sent, where the lease
+	// began, not from when it returned: a claim that took 400 ms leaves
+	// 100 ms, one single send.
+	ob2 := &fakeOutbox{}
+	pub2 := &fakePublisher{publish: pub.publish}
+	r2 := newTestRelay(t, ob2, pub2, Config{PublishTimeout: time.Second, LockTimeout: time.Second + LeaseMargin + 500*time.Millisecond})
+	r2.process(context.Background(), testRows(8), time.Now().Add(-400*time.Millisecond), time.Now(), trace.SpanContext{})
+	require.Equal(t, 1, len(pub2.batches)-1, "single sends started within the lease's window")
+	require.Len(t, ob2.retried, 8)
 }
 
 func TestValidateLeaseMargin(t *testing.T) {

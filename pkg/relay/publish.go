@@ -44,9 +44,13 @@ func classify(err error, ctxDone bool) outcome {
 type batch struct {
 	rows  []outbox.Row
 	errs  []error
-	start time.Time       // when the claim returned
-	spans []trace.Span    // the i-th row's publish span; nil when never sent
-	recs  []record.Record // the i-th row as sent (its traceparent the span's)
+	start time.Time // when the claim returned
+	// leased is when the claim was sent: its lease (the database's now()
+	// plus LockTimeout) began after it, so deadlines counted from it end
+	// before the lease does, however long the claim took.
+	leased time.Time
+	spans  []trace.Span    // the i-th row's publish span; nil when never sent
+	recs   []record.Record // the i-th row as sent (its traceparent the span's)
 
 	ok, back  []outbox.Lease // to mark PUBLISHED; to give back
 	failed    []int          // to charge an attempt
@@ -74,10 +78,10 @@ func (b *batch) file(r *Relay, i int, err error, ctxDone bool) {
 	}
 }
 
-// process publishes one batch, claimed at start, and records what became
-// of each row.
-func (r *Relay) process(ctx context.Context, rows []outbox.Row, start time.Time, claimSpan trace.SpanContext) {
-	b := &batch{rows: rows, errs: make([]error, len(rows)), start: start, spans: make([]trace.Span, len(rows)),
+// process publishes one batch, claimed at start by a claim sent at leased,
+// and records what became of each row.
+func (r *Relay) process(ctx context.Context, rows []outbox.Row, leased, start time.Time, claimSpan trace.SpanContext) {
+	b := &batch{rows: rows, errs: make([]error, len(rows)), start: start, leased: leased, spans: make([]trace.Span, len(rows)),
 		recs: make([]record.Record, len(rows))}
 	// The publish may outlive ctx by the shutdown grace: work in flight when
 	// the relay is stopped gets that long to finish.
@@ -163,7 +167,7 @@ func (r *Relay) isolate(ctx, pubCtx context.Context, b *batch) {
 	}
 	again := b.rejected
 	b.rejected = nil
-	stopAt := r.cfg.isolateDeadline(b.start)
+	stopAt := r.cfg.isolateDeadline(b.leased)
 	for _, i := range again {
 		if ctx.Err() != nil || time.Now().After(stopAt) {
 			b.rejected = append(b.rejected, i)
@@ -222,7 +226,7 @@ func (r *Relay) explainPostponed(ctx context.Context, b *batch) {
 	if !ok {
 		return
 	}
-	writeBy := b.start.Add(r.cfg.LockTimeout - markMargin)
+	writeBy := b.leased.Add(r.cfg.LockTimeout - markMargin)
 	said := map[string]string{}
 	for _, i := range b.postponed {
 		topic := b.rows[i].Topic

@@ -19,7 +19,7 @@ import (
 func (r *Relay) settle(ctx context.Context, b *batch) {
 	markCtx, cancel := shutdownContext(ctx, markMargin)
 	defer cancel()
-	deadline := b.start.Add(r.cfg.LockTimeout)
+	deadline := b.leased.Add(r.cfg.LockTimeout)
 	if len(b.ok) > 0 {
 		r.retryDB(markCtx, deadline, "mark published", func(c context.Context) error {
 			n, err := r.outbox.MarkPublished(c, b.ok)

@@ -41,8 +41,7 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 			slot.sleep(ctx, r.cfg.PollInterval)
 			continue
 		}
-		claimStart := time.Now()
-		rows, more, claimSpan, err := r.claim(ctx)
+		rows, more, sent, claimSpan, err := r.claim(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -57,7 +56,7 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 		}
 		claimed := time.Now()
 		dbWait.Reset()
-		r.dbPatience.Worked(claimed.Sub(claimStart))
+		r.dbPatience.Worked(claimed.Sub(sent))
 		if !r.claimsHealthy.Load() {
 			r.claimsHealthy.Store(true)
 			if r.dbOutageLogged.Swap(false) {
@@ -87,7 +86,7 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 		for i := range rows {
 			created.Observe(rows[i].AgeAtClaim.Seconds())
 		}
-		r.process(ctx, rows, claimed, claimSpan)
+		r.process(ctx, rows, sent, claimed, claimSpan)
 		if !backlog {
 			idle()
 		}
@@ -97,15 +96,17 @@ func (r *Relay) worker(ctx context.Context, id int, slot *wakeSlot) {
 // claim runs one claim, bounded by claimCall and watched by watchCall (the
 // claim watermark refreshed first when due, under a bound of its own), in
 // its own span (a root span: a claim serves many traces; each row's publish
-// span links to it).
-func (r *Relay) claim(ctx context.Context) ([]outbox.Row, bool, trace.SpanContext, error) {
+// span links to it). sent is when the claim statement was sent, after the
+// watermark's refresh.
+func (r *Relay) claim(ctx context.Context) (rows []outbox.Row, more bool, sent time.Time, _ trace.SpanContext, err error) {
 	r.refreshWatermark(ctx)
 	ctx, span := r.tracer.Start(ctx, "outbox claim", trace.WithNewRoot())
 	defer span.End()
 	c, cancel := r.claimCall(ctx)
 	defer cancel()
 	stop := r.watchCall(ctx, "claim", cancel)
-	rows, more, err := r.outbox.Claim(c, r.cfg.BatchSize, r.cfg.MaxClaimBytes, r.cfg.LockTimeout)
+	sent = time.Now()
+	rows, more, err = r.outbox.Claim(c, r.cfg.BatchSize, r.cfg.MaxClaimBytes, r.cfg.LockTimeout)
 	answered := stop()
 	switch {
 	case err == nil:
@@ -119,8 +120,8 @@ func (r *Relay) claim(ctx context.Context) ([]outbox.Row, bool, trace.SpanContex
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "claim failed")
-		return nil, false, span.SpanContext(), err
+		return nil, false, sent, span.SpanContext(), err
 	}
 	span.SetAttributes(attribute.Int("outbox.rows", len(rows)), attribute.Bool("outbox.more", more))
-	return rows, more, span.SpanContext(), nil
+	return rows, more, sent, span.SpanContext(), nil
 }
