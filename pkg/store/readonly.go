@@ -13,9 +13,14 @@ import (
 // ends it. Kept in the pool, it failed every write of the relay's claims
 // and marks and of the ingestor's retries until pgxpool retired it at its
 // maximum lifetime, an hour later. readOnlyTracer marks such a session,
-// and the pool closes it when it is released (retireReadOnly): the next
+// and the pool closes it instead of handing it out (retireReadOnly): the
 // call connects anew and gets the settings of now, or, with a multi-host
 // URL and target_session_attrs=read-write, the host that takes writes now.
+//
+// The check is the pool's PrepareConn, run when a connection is acquired,
+// not its AfterRelease: pgxpool releases every connection through a
+// goroutine of its own when AfterRelease is set, so a call right after
+// another found no idle connection and the pool opened more.
 
 // readOnlyKey marks a session refused as read-only in its CustomData.
 const readOnlyKey = "store.readOnly"
@@ -49,9 +54,9 @@ func markReadOnly(conn *pgx.Conn, err error) {
 	}
 }
 
-// retireReadOnly is the pool's AfterRelease: false (close it) for a
-// session refused as read-only.
-func retireReadOnly(conn *pgx.Conn) bool {
+// retireReadOnly is the pool's PrepareConn: false (close it, and acquire
+// another) for a session refused as read-only.
+func retireReadOnly(_ context.Context, conn *pgx.Conn) (bool, error) {
 	_, marked := conn.PgConn().CustomData()[readOnlyKey]
-	return !marked
+	return !marked, nil
 }

@@ -71,3 +71,21 @@ func TestReadOnlySessionIsNotKept(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 }
+
+// Calls one after another share one connection: the pool gets each back
+// before the next call. With an AfterRelease hook pgxpool returns
+// connections through a goroutine, and back-to-back calls opened new ones
+// up to the pool's maximum.
+func TestPoolReusesTheConnectionOfACallJustDone(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := store.Open(ctx, withParam(testenv.DatabaseURL(t), "pool_max_conns=8"), "test")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	for range 50 {
+		_, err := pool.Exec(ctx, "select 1")
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, 1, pool.Stat().NewConnsCount(), "connections opened for 50 calls in a row")
+}

@@ -63,7 +63,7 @@ const (
 // the URL names one: operators tell the binaries apart in
 // pg_stat_activity, and [Passports.Stuck] tells the writer's own sessions
 // from the others. A session that PostgreSQL refused a write as read-only
-// is closed when released, not handed out again (readonly.go).
+// is closed, not handed out again (readonly.go).
 func Open(ctx context.Context, databaseURL, application string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
@@ -83,7 +83,7 @@ func Open(ctx context.Context, databaseURL, application string) (*pgxpool.Pool, 
 	// A session refused as read-only is closed, not handed out again
 	// (readonly.go).
 	cfg.ConnConfig.Tracer = readOnlyTracer{}
-	cfg.AfterRelease = retireReadOnly
+	cfg.PrepareConn = retireReadOnly
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create pool: %w", err)
