@@ -231,7 +231,7 @@ func (c *fakeConsumer) Committed(partitions []int32, _ time.Duration) (map[int32
 	return out, nil
 }
 
-func (c *fakeConsumer) HighWatermark(p int32) (int64, bool) {
+func (c *fakeConsumer) HighWatermark(p int32, _ time.Time) (int64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return int64(len(c.log[p])), true

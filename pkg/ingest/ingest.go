@@ -41,8 +41,9 @@ type Consumer interface {
 	// used: a *record.TopicError when the brokers answer without it, so
 	// that /readyz names the topic.
 	Probe(ctx context.Context, timeout time.Duration) error
-	// HighWatermark returns the last known high watermark of a partition.
-	HighWatermark(partition int32) (int64, bool)
+	// HighWatermark returns the last known high watermark of a partition,
+	// asking the broker for it (a paused partition's) only until askUntil.
+	HighWatermark(partition int32, askUntil time.Time) (int64, bool)
 	// Committed asks the group coordinator for the committed offsets of
 	// partitions (the next to read), waiting up to timeout; a partition
 	// with none is left out.

@@ -11,14 +11,23 @@ import (
 // nothing to poll) counts from the group's committed offset, asked of the
 // coordinator once per assignment (again after askGroupEvery if it did not
 // answer), on this goroutine but briefly.
+//
+// The paused partitions' high watermarks are asked of the brokers for at
+// most lagAskBudget per pass (the request under way may take twice that),
+// whatever the number of partitions: with the brokers hanging each request
+// runs out its wait (500 ms, 1 s measured), and one per paused partition
+// held the poll loop, and a SIGTERM, for a second per partition. A partition whose turn did not come keeps its last figure; an
+// ask, answered or not, waits askWatermarkEvery before the next, so the
+// others get theirs in the next passes.
 func (in *Ingestor) updateLag() {
 	if time.Since(in.lagAt) < time.Second {
 		return
 	}
 	in.lagAt = time.Now()
+	askUntil := in.lagAt.Add(lagAskBudget)
 	var ask []int32
 	for _, p := range in.ownedPartitions() {
-		high, ok := in.consumer.HighWatermark(p)
+		high, ok := in.consumer.HighWatermark(p, askUntil)
 		if !ok {
 			continue
 		}
@@ -55,6 +64,7 @@ func (in *Ingestor) updateLag() {
 const (
 	askGroupEvery   = 5 * time.Second
 	askGroupTimeout = 500 * time.Millisecond
+	lagAskBudget    = 500 * time.Millisecond
 )
 
 // ownedPartitions returns the assigned partitions, in order.

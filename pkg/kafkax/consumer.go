@@ -303,15 +303,19 @@ func (c *Consumer) Committed(partitions []int32, timeout time.Duration) (map[int
 // HighWatermark returns the partition's high watermark, and whether one is
 // known: as last seen in a fetch response (no broker round trip), or, for a
 // partition paused for askWatermarkEvery or longer, as a broker answered at
-// most askWatermarkEvery ago.
-func (c *Consumer) HighWatermark(partition int32) (int64, bool) {
+// most askWatermarkEvery ago. The broker is asked only until askUntil (each
+// request bounded by askWatermarkTimeout and by askUntil), so that a caller
+// asking for many partitions bounds its wait as a whole: with the brokers
+// hanging, each request runs out its wait, or twice it (librdkafka's query
+// took 1.0 s for 500 ms with a frozen broker).
+func (c *Consumer) HighWatermark(partition int32, askUntil time.Time) (int64, bool) {
 	c.wmMu.Lock()
 	since, paused := c.paused[partition]
 	a := c.asked[partition]
 	c.wmMu.Unlock()
 	if paused && time.Since(since) >= askWatermarkEvery {
-		if time.Since(a.at) >= askWatermarkEvery {
-			_, high, err := c.c.QueryWatermarkOffsets(c.topic, partition, int(askWatermarkTimeout.Milliseconds()))
+		if wait := min(askWatermarkTimeout, time.Until(askUntil)); time.Since(a.at) >= askWatermarkEvery && wait >= time.Millisecond {
+			_, high, err := c.c.QueryWatermarkOffsets(c.topic, partition, int(wait.Milliseconds()))
 			if err != nil || high < 0 {
 				high = -1 // the cached one until the next ask
 			}

@@ -41,7 +41,7 @@ func TestPausedPartitionWatermarkFollowsTheBroker(t *testing.T) {
 		}
 		return got == 3
 	}, 30*time.Second, time.Millisecond)
-	require.Eventually(t, func() bool { h, ok := c.HighWatermark(0); return ok && h == 3 }, 10*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { h, ok := c.HighWatermark(0, time.Now().Add(time.Second)); return ok && h == 3 }, 10*time.Second, 50*time.Millisecond)
 
 	require.NoError(t, c.Pause([]int32{0}))
 	// A fetch already on its way when the pause came may still bring news;
@@ -52,14 +52,62 @@ func TestPausedPartitionWatermarkFollowsTheBroker(t *testing.T) {
 	produce(5)
 	require.Eventually(t, func() bool {
 		_, _ = c.Poll(50 * time.Millisecond) // the loop keeps polling while paused
-		h, ok := c.HighWatermark(0)
+		h, ok := c.HighWatermark(0, time.Now().Add(time.Second))
 		return ok && h == 8
 	}, 3*askWatermarkEvery, 50*time.Millisecond, "the paused partition's high watermark stayed behind the broker's")
 
 	require.NoError(t, c.Resume([]int32{0}))
-	h, ok := c.HighWatermark(0)
+	h, ok := c.HighWatermark(0, time.Now().Add(time.Second))
 	require.True(t, ok)
 	require.GreaterOrEqual(t, h, int64(3))
+}
+
+// TestWatermarkAsksStopAtTheirDeadline: with the broker frozen, each
+// ask for a paused partition's high watermark runs out its wait; a caller
+// asking for many partitions under one deadline waits about that deadline,
+// not one wait per partition (the ingestor's lag gauges ask once a second
+// on its poll loop).
+func TestWatermarkAsksStopAtTheirDeadline(t *testing.T) {
+	t.Parallel()
+	const partitions = 8
+	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: partitions})
+	topic := testenv.CreateTopic(t, broker.Addr(), "watermark-deadline", partitions)
+	c, err := NewConsumer(slog.New(slog.NewTextHandler(io.Discard, nil)), ConsumerConfig{
+		ClientConfig: ClientConfig{BootstrapServers: broker.Addr(), ClientID: "watermark-deadline"},
+		GroupID:      "watermark-deadline-" + topic, Topic: topic,
+	})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c.Close()) }()
+	all := make([]int32, partitions)
+	for i := range all {
+		all[i] = int32(i)
+	}
+	assigned := make(chan struct{})
+	require.NoError(t, c.Subscribe(func([]int32) { close(assigned) }, nil))
+	require.Eventually(t, func() bool {
+		_, _ = c.Poll(50 * time.Millisecond)
+		select {
+		case <-assigned:
+			return true
+		default:
+			return false
+		}
+	}, 30*time.Second, time.Millisecond, "partitions assigned")
+	require.NoError(t, c.Pause(all))
+	time.Sleep(askWatermarkEvery) // the paused partitions' asks are due
+
+	broker.Pause(t)
+	defer broker.Resume(t)
+	start := time.Now()
+	askUntil := start.Add(askWatermarkTimeout)
+	for _, p := range all {
+		c.HighWatermark(p, askUntil)
+	}
+	took := time.Since(start)
+	t.Logf("figures: %d paused partitions' watermarks, broker frozen: %s", partitions, took.Round(time.Millisecond))
+	// librdkafka's query may take twice its wait (1.0 s for 500 ms here);
+	// a wait each took 8 s.
+	require.Less(t, took, 3*askWatermarkTimeout, "one deadline for all the asks, not a wait each")
 }
 
 // TestCommittedAsksTheCoordinator: what the group committed comes back per
