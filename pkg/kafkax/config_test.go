@@ -71,14 +71,12 @@ func TestConfigMapStoresAliasUnderCanonicalName(t *testing.T) {
 	m, log := buildConfig(map[string]string{
 		"queue.buffering.max.ms":  "20",
 		"compression.codec":       "zstd",
-		"metadata.broker.list":    "other:9092",
 		"topic.auto.offset.reset": "latest",
 	}, defaults, nil)
 	require.Equal(t, "20", m["linger.ms"])
 	require.Equal(t, "zstd", m["compression.type"])
-	require.Equal(t, "other:9092", m["bootstrap.servers"])
 	require.Equal(t, "latest", m["auto.offset.reset"])
-	for _, alias := range []string{"queue.buffering.max.ms", "compression.codec", "metadata.broker.list", "topic.auto.offset.reset"} {
+	for _, alias := range []string{"queue.buffering.max.ms", "compression.codec", "topic.auto.offset.reset"} {
 		require.NotContains(t, m, alias)
 	}
 	require.Empty(t, log)
@@ -110,6 +108,19 @@ func TestConfigMapRefusesTransactionalID(t *testing.T) {
 	require.NotContains(t, m, "transactional.id")
 	require.Contains(t, log, "property=transactional.id")
 	require.NotContains(t, log, secret)
+}
+
+// The broker list is the one given as KAFKA_BOOTSTRAP_SERVERS (checked when
+// read), under whatever name a property would replace it.
+func TestConfigMapKeepsTheBootstrapServers(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"bootstrap.servers", "metadata.broker.list"} {
+		m, log := buildConfig(map[string]string{name: secret}, nil, consumerEnforced(ConsumerConfig{GroupID: "g", Topic: "t"}))
+		require.Equal(t, "broker:9092", m["bootstrap.servers"], name)
+		require.NotContains(t, m, "metadata.broker.list")
+		require.Contains(t, log, "property="+name)
+		require.NotContains(t, log, secret)
+	}
 }
 
 // namedProperty finds the property in librdkafka's refusals (their real

@@ -92,6 +92,13 @@ func configMap(logger *slog.Logger, cc ClientConfig, defaults, enforced kafka.Co
 			logger.Warn("kafka: ignoring property the service must control", "property", k)
 			continue
 		}
+		// The broker list is KAFKA_BOOTSTRAP_SERVERS (contract §5), checked
+		// when the configuration is read; a property would replace it
+		// unchecked, without a word.
+		if name == "bootstrap.servers" {
+			logger.Warn("kafka: ignoring property; the broker list is KAFKA_BOOTSTRAP_SERVERS", "property", k)
+			continue
+		}
 		// Set under several names, a property takes the value of its
 		// canonical name, else of the name that sorts last: never the map's
 		// random order.

@@ -8,12 +8,25 @@ package shutdown
 
 import (
 	"context"
+	"os/signal"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
 // Limit is the contract's bound from the signal to the process's exit.
 const Limit = 30 * time.Second
+
+// OnSignal returns a context that ends at the first SIGINT or SIGTERM, the
+// start of a graceful stop. The signals are then the runtime's again, so a
+// second one ends the process at once: an operator's second Ctrl-C on a
+// stop that waits for a hung database or broker. stop releases the
+// signals earlier.
+func OnSignal() (ctx context.Context, stop context.CancelFunc) {
+	ctx, stop = signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
+}
 
 // budget is what the steps may use: Limit less a margin for what follows
 // the last step (deferred closes of things that do not block, the exit).

@@ -1,8 +1,13 @@
 package shutdown
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,4 +57,41 @@ func TestLeft(t *testing.T) {
 	}
 	require.LessOrEqual(t, ft2.now().Sub(start), Limit)
 	require.Equal(t, budget, ft2.now().Sub(start))
+}
+
+// A second SIGINT during a stop ends the process at once: the first ends
+// OnSignal's context, and the signals are the runtime's again. The test
+// runs itself as a child that stops slowly.
+func TestSecondSignalEndsTheProcess(t *testing.T) {
+	if os.Getenv("SHUTDOWN_TEST_CHILD") == "1" {
+		ctx, stop := OnSignal()
+		defer stop()
+		fmt.Println("ready")
+		<-ctx.Done()
+		fmt.Println("stopping")
+		time.Sleep(30 * time.Second) // a stop that waits for something hung
+		return
+	}
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSecondSignalEndsTheProcess$")
+	cmd.Env = append(os.Environ(), "SHUTDOWN_TEST_CHILD=1")
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	lines := bufio.NewScanner(out)
+	require.True(t, lines.Scan())
+	require.Equal(t, "ready", lines.Text())
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	require.True(t, lines.Scan())
+	require.Equal(t, "stopping", lines.Text(), "the first SIGINT starts the stop")
+	start := time.Now()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	require.Less(t, time.Since(start), 5*time.Second, "the second SIGINT ended the process")
+	status, ok := exit.Sys().(syscall.WaitStatus)
+	require.True(t, ok)
+	require.True(t, status.Signaled(), "ended by the signal: %v", err)
+	require.Equal(t, syscall.SIGINT, status.Signal())
 }
