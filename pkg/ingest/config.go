@@ -67,9 +67,11 @@ type Config struct {
 	CommitInterval time.Duration
 	// RevokeTimeout bounds the wait for in-flight batches of revoked
 	// partitions; ShutdownTimeout the wait on shutdown: with the commit
-	// after it (CommitTimeout) and the consumer's close (leaving the group)
-	// it leaves the rest of the contract's 30 s (package shutdown) to the
-	// producer, the pool and the trace flush.
+	// after it (CommitTimeout), the wait for the probes still inside a
+	// Kafka client (up to probeWaitMax, while the brokers hang) and the
+	// consumer's close (leaving the group) it leaves the rest of the
+	// contract's 30 s (package shutdown, which cuts the later steps to what
+	// is left) to the producer, the pool and the trace flush.
 	RevokeTimeout, ShutdownTimeout time.Duration
 	// PauseRecords and PauseBytes: the poll loop pauses every partition
 	// while more than this many records or bytes wait for a batch slot

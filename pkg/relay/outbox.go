@@ -10,8 +10,9 @@ import (
 
 // Outbox is the relay's view of route_passport_outbox; *store.Outbox
 // implements it. Every method that takes leases changes only rows still
-// held with that token and status PENDING (MarkPublished sent again also
-// finds the rows it published under that token, and counts them again).
+// held with that token and status PENDING; sent again after an error, each
+// also finds the rows it already changed under that token and reports them
+// again (settle's retries rely on it).
 type Outbox interface {
 	// Claim leases up to limit due PENDING rows, oldest first, for lease,
 	// skipping rows leased or locked by others, and stopping before the
@@ -20,8 +21,8 @@ type Outbox interface {
 	// It returns nothing while the relays are paused. When it fails after
 	// rows may have been leased, it gives those leases back itself.
 	Claim(ctx context.Context, limit int, maxBytes int64, lease time.Duration) (rows []outbox.Row, more bool, err error)
-	// MarkPublished marks rows PUBLISHED in one statement; it returns how
-	// many rows changed.
+	// MarkPublished marks rows PUBLISHED, one statement per claim among
+	// the leases; it returns how many rows changed.
 	MarkPublished(ctx context.Context, leases []outbox.Lease) (int64, error)
 	// Retry counts an attempt for each row: PENDING again after its delay,
 	// or FAILED at maxAttempts. The lease is released.
