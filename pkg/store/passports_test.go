@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/passport"
@@ -380,23 +379,8 @@ func TestPassportsWriteAfterReadOnlyGetsANewSession(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	s := store.NewPassports(pool, 3)
-	// setReadOnly sets the database's default for new sessions, on a
-	// connection of its own, in a transaction that may write whatever
-	// that default is.
-	setReadOnly := func(on string) {
-		conn, err := pgx.Connect(ctx, url)
-		require.NoError(t, err)
-		defer conn.Close(ctx)
-		var db string
-		require.NoError(t, conn.QueryRow(ctx, "select current_database()").Scan(&db))
-		tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadWrite})
-		require.NoError(t, err)
-		_, err = tx.Exec(ctx, "alter database "+pgx.Identifier{db}.Sanitize()+" set default_transaction_read_only = "+on)
-		require.NoError(t, err)
-		require.NoError(t, tx.Commit(ctx))
-	}
-	setReadOnly("on")
-	t.Cleanup(func() { setReadOnly("off") })
+	setReadOnlyDefault(t, url, "on")
+	t.Cleanup(func() { setReadOnlyDefault(t, url, "off") })
 	// The pool's one session ends, and the next is read-only.
 	_, err = pool.Exec(ctx, "select pg_terminate_backend(pg_backend_pid())")
 	require.Error(t, err)
@@ -405,7 +389,7 @@ func TestPassportsWriteAfterReadOnlyGetsANewSession(t *testing.T) {
 	require.Equal(t, store.KindUnavailable, store.Classify(err))
 
 	// Writable again for new sessions only; the read-only one is not ended.
-	setReadOnly("off")
+	setReadOnlyDefault(t, url, "off")
 	require.NoError(t, s.Write(ctx, []passport.Accepted{passportRecord(t, uuid.NewString(), "rw", "t1", 2)}))
 }
 
