@@ -8,6 +8,7 @@ package shutdown
 
 import (
 	"context"
+	"os"
 	"os/signal"
 	"sync/atomic"
 	"syscall"
@@ -18,14 +19,25 @@ import (
 const Limit = 30 * time.Second
 
 // OnSignal returns a context that ends at the first SIGINT or SIGTERM, the
-// start of a graceful stop. The signals are then the runtime's again, so a
-// second one ends the process at once: an operator's second Ctrl-C on a
-// stop that waits for a hung database or broker. stop releases the
-// signals earlier.
+// start of a graceful stop. The signals are the runtime's again before the
+// context ends, so a second one ends the process at once: an operator's
+// second Ctrl-C on a stop that waits for a hung database or broker. (With
+// signal.NotifyContext and a stop run after the context ended, a second
+// signal that came right after the first was still caught and dropped.)
+// stop releases the signals earlier.
 func OnSignal() (ctx context.Context, stop context.CancelFunc) {
-	ctx, stop = signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	context.AfterFunc(ctx, stop)
-	return ctx, stop
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-sigs:
+		case <-ctx.Done():
+		}
+		signal.Stop(sigs)
+		cancel()
+	}()
+	return ctx, cancel
 }
 
 // budget is what the steps may use: Limit less a margin for what follows
