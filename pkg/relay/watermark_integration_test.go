@@ -78,8 +78,10 @@ func TestRelayClaimsDuringALongHold(t *testing.T) {
 	_, err = b.outbox.PendingFloor(ctx, time.Time{}, 0)
 	require.NoError(t, err)
 	rescan := time.Since(start)
-	// The claim's bound: LockTimeout − PublishTimeout is below LeaseMargin,
-	// so DBTimeout is all a claim ever gets.
+	// The claim's bound: LockTimeout − PublishTimeout is not above
+	// LeaseMargin, so DBTimeout is all a claim ever gets, while the
+	// refresh may take the whole lease (20 s: under CI's load a rescan of
+	// 0.3 s alone took over 3 s).
 	dbTimeout := max(rescan/3, 100*time.Millisecond).Round(10 * time.Millisecond)
 	t.Logf("figures: full rescan over 300,000 held index entries: %s; claims bounded at %s", rescan.Round(time.Millisecond), dbTimeout)
 	require.Greater(t, rescan, 2*dbTimeout, "the rescan must outlast the claim's bound for this test to show anything; seed more rows")
@@ -90,7 +92,7 @@ func TestRelayClaimsDuringALongHold(t *testing.T) {
 	}
 	relaytest.MustInsert(t, b.pool, rows...)
 	b.start(t, relay.Config{PollInterval: 100 * time.Millisecond, DBTimeout: dbTimeout,
-		LockTimeout: 3 * time.Second, PublishTimeout: time.Second, ClaimWatermarkMargin: 100 * time.Millisecond})
+		LockTimeout: 10*time.Second + relay.LeaseMargin, PublishTimeout: 10 * time.Second, ClaimWatermarkMargin: 100 * time.Millisecond})
 	eventually(t, 40*time.Second, "the rows written during the hold published", func() bool {
 		return relaytest.Count(t, b.pool, outbox.StatusPublished) == 300_000+len(rows)
 	})
