@@ -69,6 +69,10 @@ func TestDatabaseReadOnly(t *testing.T) {
 	require.Equal(t, "on", ro, "the database was read-only all along")
 
 	alterDatabase(t, admin, "reset default_transaction_read_only")
+	// The test's own pool: its session just ended, and pgxpool pings only
+	// a connection idle for a second before handing it out (the ingestor
+	// recovering at once, b.count came sooner than that).
+	b.pool.Reset()
 	b.waitCommitted(t, endOffsets(all), 90*time.Second)
 	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
 	require.NoError(t, r.stop(t))
