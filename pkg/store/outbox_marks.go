@@ -28,6 +28,12 @@ import (
 // statements (published, failed, postponed, given back), so a row with a
 // lease's token is counted only by the statement that ended that lease.
 
+// endedByLease, with a row joined to a lease by id and token, is a row that
+// lease already ended by a retry, postpone or release: its token kept, its
+// lease cleared, and not published (a mark under the same lease). The
+// statements that end a lease count such rows as ones they changed.
+const endedByLease = "o.locked_until is null and o.status <> 'PUBLISHED'"
+
 // leaseArrays turns leases into the arrays the statements unnest.
 func leaseArrays(ls []outbox.Lease) (ids, tokens []pgtype.UUID) {
 	ids = make([]pgtype.UUID, len(ls))
@@ -139,7 +145,7 @@ select id, status, attempts, next_attempt_at from counted
 union all
 select o.id, o.status, o.attempts, o.next_attempt_at
 from route_passport_outbox o join r on o.id = r.id and o.lock_token = r.token
-where o.locked_until is null and o.status <> 'PUBLISHED'`
+where ` + endedByLease
 
 // Retry records failed publishes in one statement: attempts + 1, last_error,
 // max_attempts = maxAttempts (the relay's setting is authoritative), and
@@ -186,7 +192,7 @@ with l as (
 select (select count(*) from released) + (
     select count(*)
     from route_passport_outbox o join l on o.id = l.id and o.lock_token = l.token
-    where o.locked_until is null and o.status <> 'PUBLISHED')`
+    where ` + endedByLease + `)`
 
 // Release gives leases back without counting an attempt (Kafka unreachable,
 // shutdown), so the rows are due again at once for any relay. It returns
@@ -222,7 +228,7 @@ with r as (
 select (select count(*) from postponed) + (
     select count(*)
     from route_passport_outbox o join r on o.id = r.id and o.lock_token = r.token
-    where o.locked_until is null and o.status <> 'PUBLISHED')`
+    where ` + endedByLease + `)`
 
 // Postpone gives leases back without counting an attempt, like Release, but
 // records the error in last_error and makes each row due only after its
