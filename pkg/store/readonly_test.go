@@ -2,11 +2,13 @@ package store_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/outbox"
@@ -88,4 +90,78 @@ func TestPoolReusesTheConnectionOfACallJustDone(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.EqualValues(t, 1, pool.Stat().NewConnsCount(), "connections opened for 50 calls in a row")
+}
+
+// A session that has only read while the database was read-only is as
+// read-only as the one refused a write: once one write of the pool is
+// refused, every session opened before is closed instead of handed out, so
+// that after the reset no write fails. Before, each such session failed
+// one write after the reset.
+func TestReadOnlyRefusalRetiresTheSessionsThatOnlyRead(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := testenv.DatabaseURL(t)
+	pool, err := store.Open(ctx, withParam(url, "pool_max_conns=2"), "test")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	ob := store.NewOutbox(pool)
+	relaytest.MustInsert(t, pool, outbox.Event{Topic: "t"})
+	relaytest.MustInsert(t, pool, outbox.Event{Topic: "t"})
+
+	setReadOnlyDefault(t, url, "on")
+	t.Cleanup(func() { setReadOnlyDefault(t, url, "off") })
+	// Two read-only sessions: both read, one is then refused a write.
+	terminateAll(ctx, t, url, pool)
+	a, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	b, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	for _, c := range []*pgxpool.Conn{a, b} {
+		var ro string
+		require.NoError(t, c.QueryRow(ctx, "show transaction_read_only").Scan(&ro))
+		require.Equal(t, "on", ro, "a session opened while the database is read-only")
+	}
+	b.Release()
+	_, err = a.Exec(ctx, "update route_passport_outbox set attempts = attempts")
+	require.ErrorContains(t, err, "25006")
+	a.Release()
+	opened := pool.Stat().NewConnsCount()
+
+	setReadOnlyDefault(t, url, "off")
+	// Both at once, so that neither can be the other's new session.
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			c, err := pool.Acquire(ctx)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer c.Release()
+			_, errs[i] = c.Exec(ctx, "update route_passport_outbox set attempts = attempts")
+		})
+	}
+	wg.Wait()
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	require.EqualValues(t, opened+2, pool.Stat().NewConnsCount(), "both read-only sessions replaced")
+	rows, _, err := ob.Claim(ctx, 10, 0, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+}
+
+// terminateAll ends every session of url's database (from a connection of
+// its own) and resets pool, so that the pool's next connections start
+// under the database's settings of now.
+func terminateAll(ctx context.Context, t *testing.T, url string, pool *pgxpool.Pool) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `select pg_terminate_backend(pid) from pg_stat_activity
+		where datname = current_database() and pid <> pg_backend_pid()`)
+	require.NoError(t, err)
+	pool.Reset()
 }

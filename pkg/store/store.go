@@ -62,8 +62,9 @@ const (
 // [TCPKeepAlive]) and carry application as their application_name unless
 // the URL names one: operators tell the binaries apart in
 // pg_stat_activity, and [Passports.Stuck] tells the writer's own sessions
-// from the others. A session that PostgreSQL refused a write as read-only
-// is closed, not handed out again (readonly.go).
+// from the others. A session opened before PostgreSQL last refused one of
+// the pool's writes as read-only is closed, not handed out again
+// (readonly.go).
 func Open(ctx context.Context, databaseURL, application string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
@@ -76,14 +77,16 @@ func Open(ctx context.Context, databaseURL, application string) (*pgxpool.Pool, 
 	if !strings.Contains(databaseURL, "pool_health_check_period") {
 		cfg.HealthCheckPeriod = HealthCheckPeriod
 	}
+	// A session opened before a write was refused as read-only is closed,
+	// not handed out again (readonly.go).
+	refusals := &readOnlyRefusals{}
+	cfg.ConnConfig.Tracer = refusals
+	cfg.PrepareConn = refusals.prepare
 	cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
 		registerTypes(conn.TypeMap())
+		refusals.opened(conn)
 		return nil
 	}
-	// A session refused as read-only is closed, not handed out again
-	// (readonly.go).
-	cfg.ConnConfig.Tracer = readOnlyTracer{}
-	cfg.PrepareConn = retireReadOnly
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create pool: %w", err)
