@@ -23,9 +23,7 @@ import (
 // Not parallel: it counts the process's allocations.
 func TestWriteLendsTheConnectionsBuffers(t *testing.T) {
 	ctx := context.Background()
-	pool, err := store.Open(ctx, withParam(testenv.DatabaseURL(t), "pool_max_conns=1"), "test")
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := openPool(ctx, t, testenv.DatabaseURL(t), "pool_max_conns=1")
 	s := store.NewPassports(pool, 3)
 	kept := func() (send, params []byte) {
 		conn, err := pool.Acquire(ctx)

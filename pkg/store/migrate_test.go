@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/store"
@@ -340,6 +341,16 @@ func withParam(u, params string) string {
 		sep = "&"
 	}
 	return u + sep + params
+}
+
+// openPool opens a pool (store.Open) on u with query parameters added,
+// closed at t's cleanup.
+func openPool(ctx context.Context, t *testing.T, u, params string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := store.Open(ctx, withParam(u, params), "test")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
 }
 
 // columns maps each column of table to its data type.

@@ -348,9 +348,7 @@ func TestPassportsWriteIsAtomic(t *testing.T) {
 func TestPassportsFailedWriteKeepsItsConnection(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := store.Open(ctx, withParam(testenv.DatabaseURL(t), "pool_max_conns=1"), "test")
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := openPool(ctx, t, testenv.DatabaseURL(t), "pool_max_conns=1")
 	s := store.NewPassports(pool, 3)
 	backend := func() (pid int32) {
 		require.NoError(t, pool.QueryRow(ctx, "select pg_backend_pid()").Scan(&pid))
@@ -375,14 +373,12 @@ func TestPassportsWriteAfterReadOnlyGetsANewSession(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testenv.DatabaseURL(t)
-	pool, err := store.Open(ctx, withParam(url, "pool_max_conns=1"), "test")
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := openPool(ctx, t, url, "pool_max_conns=1")
 	s := store.NewPassports(pool, 3)
 	setReadOnlyDefault(t, url, "on")
 	t.Cleanup(func() { setReadOnlyDefault(t, url, "off") })
 	// The pool's one session ends, and the next is read-only.
-	_, err = pool.Exec(ctx, "select pg_terminate_backend(pg_backend_pid())")
+	_, err := pool.Exec(ctx, "select pg_terminate_backend(pg_backend_pid())")
 	require.Error(t, err)
 	err = s.Write(ctx, []passport.Accepted{passportRecord(t, uuid.NewString(), "ro", "t1", 1)})
 	require.ErrorContains(t, err, "25006")
