@@ -282,6 +282,28 @@ func TestIsolationEndsBeforeTheLease(t *testing.T) {
 	require.Len(t, ob2.retried, 8)
 }
 
+// A stop that comes while a batch the cluster refused is out charges none
+// of its rows: they were not sent alone, and another claim re-sends them
+// (alone, if the refusal repeats). Before, every row was charged an
+// attempt, the innocent neighbours of one bad record too.
+func TestIsolationGivesBackWhenStopping(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ob := &fakeOutbox{}
+	rejected := errors.New("Broker: record.Record size too large")
+	pub := &fakePublisher{publish: func(_ context.Context, msgs []record.Record) []error {
+		cancel() // the stop arrives while the batch is out
+		return all(rejected)(nil, msgs)
+	}}
+	r := newTestRelay(t, ob, pub, Config{})
+	r.process(ctx, testRows(3), time.Now(), time.Now(), trace.SpanContext{})
+
+	require.Len(t, pub.batches, 1, "no single sends once stopping")
+	require.Empty(t, ob.retried, "no attempt charged")
+	require.Len(t, ob.released, 3, "every row given back")
+}
+
 func TestValidateLeaseMargin(t *testing.T) {
 	t.Parallel()
 	require.Error(t, Config{PublishTimeout: 30 * time.Second, LockTimeout: 30 * time.Second}.Validate())

@@ -160,7 +160,9 @@ func (r *Relay) watchStall(ctx context.Context, done <-chan struct{}) {
 // over max.message.bytes), failing its innocent neighbours with the same
 // error, and only the offender should be charged an attempt. No send
 // starts after the last moment at which it can still end, and be marked,
-// within the lease.
+// within the lease; the rows it leaves are charged (a batch that always
+// runs out of time must still reach FAILED). A stop gives them back
+// instead: another claim re-sends them, alone if the refusal repeats.
 func (r *Relay) isolate(ctx, pubCtx context.Context, b *batch) {
 	if len(b.rejected) <= 1 || len(b.rejected) > isolateMax {
 		return
@@ -169,12 +171,15 @@ func (r *Relay) isolate(ctx, pubCtx context.Context, b *batch) {
 	b.rejected = nil
 	stopAt := r.cfg.isolateDeadline(b.leased)
 	for _, i := range again {
-		if ctx.Err() != nil || time.Now().After(stopAt) {
+		switch {
+		case ctx.Err() != nil:
+			b.back = append(b.back, b.rows[i].Lease())
+		case time.Now().After(stopAt):
 			b.rejected = append(b.rejected, i)
-			continue
+		default:
+			err := r.pub.ProduceBatch(pubCtx, []record.Record{b.recs[i]})[0]
+			b.file(r, i, err, pubCtx.Err() != nil)
 		}
-		err := r.pub.ProduceBatch(pubCtx, []record.Record{b.recs[i]})[0]
-		b.file(r, i, err, pubCtx.Err() != nil)
 	}
 }
 
