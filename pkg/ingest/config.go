@@ -66,7 +66,8 @@ type Config struct {
 	// redelivers those past the last commit, written again idempotently.
 	CommitInterval time.Duration
 	// RevokeTimeout bounds the wait for in-flight batches of revoked
-	// partitions; ShutdownTimeout the wait on shutdown: with the commit
+	// partitions; ShutdownTimeout the wait on shutdown, counted from the
+	// stop (a revocation waiting then ends with it): with the commit
 	// after it (CommitTimeout), the wait for the probes still inside a
 	// Kafka client (up to probeWaitMax, while the brokers hang) and the
 	// consumer's close (leaving the group) it leaves the rest of the

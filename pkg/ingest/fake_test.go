@@ -660,6 +660,34 @@ func TestFakeAssignedDuringOutage(t *testing.T) {
 	require.Eventually(t, func() bool { return s.routes() == 40 }, 10*time.Second, 10*time.Millisecond)
 }
 
+// A stop that comes while a revocation waits for its partition's batch does
+// not add the shutdown's wait to the revocation's: both end ShutdownTimeout
+// after the stop. Before, Run waited out the rest of RevokeTimeout and then
+// ShutdownTimeout again (past the contract's 30 s with the defaults, 10 s
+// and 12 s, and the commits and close after them).
+func TestFakeStopDuringARevocation(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0, 1)
+	c.add(0, values(t, 5)...)
+	c.add(1, values(t, 5)...)
+	s := newFakeStore()
+	// The database is down: the batch stays in flight, retrying.
+	s.setFail(func([]passport.Accepted) error { return errDown })
+	s.setPingFail(func() error { return errDown })
+	const shutdown = 2 * time.Second
+	r := startFake(t, c, s, &fakeDLQ{}, func(cfg *ingest.Config) {
+		cfg.RevokeTimeout, cfg.ShutdownTimeout = 5*time.Second, shutdown
+	})
+	require.Eventually(t, func() bool { return c.isPaused(0) }, 10*time.Second, 5*time.Millisecond, "paused by the outage")
+	c.queueRevoke(0)
+	time.Sleep(300 * time.Millisecond) // the revocation is waiting for partition 0's batch
+	require.False(t, c.eventsDone(), "the revocation still waits")
+
+	_, took := r.stop(t)
+	require.Less(t, took, shutdown+time.Second, "Run returned within ShutdownTimeout of the stop (and the commit's bound)")
+	require.Greater(t, took, shutdown-500*time.Millisecond, "the batch was waited for until the shutdown's deadline")
+}
+
 // The lag of each assigned partition shows while an outage at start keeps
 // anything from being committed: the backlog that builds is what the lag
 // alert and the autoscaler watch. (No series appeared before the first

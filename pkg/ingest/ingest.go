@@ -169,6 +169,11 @@ type Ingestor struct {
 	groupAskedAt time.Time
 	wg           sync.WaitGroup
 	finished     bool // Run is past its final commit
+	// stop is Run's ctx.Done(), for the waits that run inside Poll (a
+	// revocation), which the client calls without a context; stopAt is
+	// when the poll goroutine first saw it (see shutdownDeadline).
+	stop   <-chan struct{}
+	stopAt time.Time
 
 	// offset commits (poll goroutine only)
 	commitRun     *commitCall // the Commit running, if any
@@ -244,6 +249,7 @@ func (in *Ingestor) Run(ctx context.Context) error {
 	watchers.Go(func() { in.watch(watchCtx, in.dlqHealth, in.probeDLQ, nil, stallAfter, &in.dlqWriters) })
 	watchers.Go(func() { in.watchBrokers(watchCtx) })
 
+	in.stop = ctx.Done()
 	if err := in.consumer.Subscribe(in.onAssigned, in.onRevoked); err != nil {
 		return err
 	}
@@ -251,7 +257,7 @@ func (in *Ingestor) Run(ctx context.Context) error {
 
 	// Shutdown: stop polling, drop what was not batched, finish the rest.
 	in.dropPending(nil)
-	in.finishWhile(time.Now().Add(in.cfg.ShutdownTimeout), func() bool { return in.inflight > 0 && in.hookErr == nil })
+	in.finishWhile(in.shutdownDeadline(), func() bool { return in.inflight > 0 && in.hookErr == nil })
 	abandoned := in.inflight
 	cancelBatches()
 	in.wg.Wait()

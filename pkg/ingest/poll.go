@@ -237,13 +237,32 @@ func (in *Ingestor) drainResults() {
 // finishWhile finishes batches as they report while waiting holds, until
 // deadline: a revocation waits for its partitions' batches, a stop for all.
 func (in *Ingestor) finishWhile(deadline time.Time, waiting func() bool) {
+	stop := in.stop
 	for waiting() && time.Now().Before(deadline) {
 		select {
 		case b := <-in.results:
 			in.finish(b)
+		case <-stop:
+			// Stopping: a revocation's wait ends with the shutdown's.
+			stop = nil
+			if d := in.shutdownDeadline(); d.Before(deadline) {
+				deadline = d
+			}
 		case <-time.After(time.Until(deadline)):
 		}
 	}
+}
+
+// shutdownDeadline is when the shutdown stops waiting for batches in
+// flight: ShutdownTimeout after the poll goroutine first saw the stop. One
+// deadline, so that a revocation waiting when the stop comes (its own
+// bound is RevokeTimeout) and the shutdown's wait after it do not add up
+// past the contract's 30 s.
+func (in *Ingestor) shutdownDeadline() time.Time {
+	if in.stopAt.IsZero() {
+		in.stopAt = time.Now()
+	}
+	return in.stopAt.Add(in.cfg.ShutdownTimeout)
 }
 
 // finish takes a batch's outcome into the tracker.
