@@ -44,9 +44,9 @@
 //     required string, data.id included. Letter case is matched in ASCII
 //     only, so "aſcending" is not "ascending".
 //   - A \u escape for an unpaired surrogate, or \u0000, is refused in any
-//     string the passport keeps, and tolerated in ignored parts (where the
-//     database refuses it later, as a per-record rejection: raw_payload is
-//     jsonb).
+//     string the passport keeps, and tolerated in ignored parts; jsonb
+//     cannot store either, so raw_payload holds \ufffd in its place
+//     ([Accepted.RawPayload]).
 //   - GeoJSON type names are case-sensitive (RFC 7946). A third position
 //     value must be a finite number even though it is dropped. Ring
 //     closure compares X and Y only, since Z is dropped. OGC validity

@@ -33,6 +33,15 @@ type Accepted struct {
 	Events []outbox.Event
 }
 
+// RawPayload is what raw_payload stores: the record value, or a copy with
+// the escapes jsonb cannot store replaced (rawpayload.go).
+func (a *Accepted) RawPayload() []byte {
+	if r := repairForJSONB(a.Source.Value); r != nil {
+		return r
+	}
+	return a.Source.Value
+}
+
 // Accept pairs a parsed passport with its source record and its events,
 // whose traceparent is the input's (contract §2); see [AcceptTraced].
 func Accept(p *Passport, src record.Record, cfg EventConfig) Accepted {

@@ -418,7 +418,7 @@ func (r *passportRows) add(acc *passport.Accepted) error {
 	r.srcPartition = append(r.srcPartition, rec.Partition)
 	r.srcOffset = append(r.srcOffset, rec.Offset)
 	r.srcKey = append(r.srcKey, rec.Key)
-	r.raw = append(r.raw, rec.Value)
+	r.raw = append(r.raw, acc.RawPayload())
 	return nil
 }
 

@@ -176,22 +176,31 @@ func TestPassportsWrite(t *testing.T) {
 		}
 	})
 
-	// Escapes that jsonb refuses, in a member the passport ignores (the
-	// contract accepts the record; the raw_payload column cannot hold it).
-	t.Run("UnstorableEscapeRejectedAsRecord", func(t *testing.T) {
+	// Escapes that jsonb refuses, in a member the passport ignores: the
+	// contract accepts the record, and raw_payload stores it with each
+	// replaced by U+FFFD. Before 2026-12-07 the write failed (22P05 and
+	// 22P02) and the passport was dead-lettered.
+	t.Run("UnstorableEscapeStoredReplaced", func(t *testing.T) {
 		t.Parallel()
 		pool := testenv.Pool(t)
 		s := store.NewPassports(pool, 7)
 		for _, esc := range []string{`\u0000`, `\ud800`, `\udc00`} {
-			rec := passportRecord(t, uuid.NewString(), "escape", "t", 1)
-			value := strings.Replace(string(rec.Source.Value), `"source":"survey-planner"`, `"source":"a`+esc+`b"`, 1)
-			require.NotEqual(t, string(rec.Source.Value), value)
-			rec.Source.Value = []byte(value)
-			_, err := passport.Parse(rec.Source.Value, passport.DefaultLimits())
-			require.NoError(t, err, "%s in an ignored member is valid by contract", esc)
-			err = s.Write(ctx, []passport.Accepted{rec})
-			require.Error(t, err, esc)
-			require.Equal(t, store.KindRecord, store.Classify(err), "%s: %v", esc, err)
+			for name, write := range bothWrites(ctx, s) {
+				rec := passportRecord(t, uuid.NewString(), "escape", "t", 1)
+				value := strings.Replace(string(rec.Source.Value), `"source":"survey-planner"`, `"source":"a`+esc+`b"`, 1)
+				require.NotEqual(t, string(rec.Source.Value), value)
+				rec.Source.Value = []byte(value)
+				_, err := passport.Parse(rec.Source.Value, passport.DefaultLimits())
+				require.NoError(t, err, "%s in an ignored member is valid by contract", esc)
+				require.NoError(t, write(rec), "%s, %s", esc, name)
+				var source string
+				var events int
+				require.NoError(t, pool.QueryRow(ctx, `select raw_payload->>'source',
+					(select count(*) from route_passport_outbox o where o.route_id = p.route_id)
+					from route_passports p where route_id = $1`, rec.Passport.RouteID).Scan(&source, &events))
+				require.Equal(t, "a\uFFFDb", source, "%s, %s", esc, name)
+				require.Equal(t, 2, events, "%s, %s", esc, name)
+			}
 		}
 	})
 }

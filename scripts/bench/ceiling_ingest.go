@@ -298,7 +298,7 @@ func passportCopyRow(acc *passport.Accepted) ([]any, error) {
 		p.RollAngle.Min, p.RollAngle.Max, p.VisirAngle.Min, p.VisirAngle.Max,
 		p.ResolutionRange, p.ResolutionAzimuth, json.RawMessage(jsontext.AppendStrings(nil, p.Polarisation)), p.ProcessingLevel,
 		p.GeometryWKT, p.RouteStatus, p.TraceID, p.CorrelationID,
-		rec.Topic, rec.Partition, rec.Offset, rec.Key, json.RawMessage(rec.Value),
+		rec.Topic, rec.Partition, rec.Offset, rec.Key, json.RawMessage(acc.RawPayload()),
 	}, nil
 }
 
