@@ -16,42 +16,49 @@ import "bytes"
 
 // repairForJSONB returns value, a syntactically valid JSON text, with each
 // \u0000 escape and each escape of an unpaired UTF-16 surrogate replaced
-// by \ufffd, or nil when it has none. A surrogate pair stays.
+// by \ufffd, or nil when it has none. A surrogate pair stays. It visits
+// only the \u in value: in valid JSON a backslash occurs only inside a
+// string, so a \u is an escape unless an odd number of backslashes (an
+// escaped backslash) comes before it.
 func repairForJSONB(value []byte) []byte {
-	if !bytes.Contains(value, []byte(`\u`)) {
-		return nil // the common case: one fast pass, nothing to repair
-	}
 	var out []byte // nil until the first replacement
 	copied := 0    // value[:copied] is in out
-	inString := false
-	for i := 0; i < len(value); i++ {
-		c := value[i]
-		switch {
-		case c == '"':
-			inString = !inString
-		case inString && c == '\\':
-			if value[i+1] != 'u' {
-				i++ // a one-character escape, \" and \\ included
+	for i := 0; ; {
+		k := bytes.Index(value[i:], []byte(`\u`))
+		if k < 0 {
+			break
+		}
+		i += k
+		if escapedBackslash(value, i) {
+			i += 2
+			continue
+		}
+		r := hex4(value[i+2:])
+		if r >= 0xD800 && r < 0xDC00 && i+12 <= len(value) && value[i+6] == '\\' && value[i+7] == 'u' {
+			if r2 := hex4(value[i+8:]); r2 >= 0xDC00 && r2 < 0xE000 {
+				i += 12 // a pair: kept
 				continue
 			}
-			r := hex4(value[i+2:])
-			n := 6 // the escape's length
-			if r >= 0xD800 && r < 0xDC00 && i+12 <= len(value) && value[i+6] == '\\' && value[i+7] == 'u' {
-				if r2 := hex4(value[i+8:]); r2 >= 0xDC00 && r2 < 0xE000 {
-					i += 11 // a pair: kept
-					continue
-				}
-			}
-			if r == 0 || (r >= 0xD800 && r < 0xE000) {
-				out = append(out, value[copied:i]...)
-				out = append(out, `\ufffd`...)
-				copied = i + n
-			}
-			i += n - 1
 		}
+		if r == 0 || (r >= 0xD800 && r < 0xE000) {
+			out = append(out, value[copied:i]...)
+			out = append(out, `\ufffd`...)
+			copied = i + 6
+		}
+		i += 6
 	}
 	if out == nil {
 		return nil
 	}
 	return append(out, value[copied:]...)
+}
+
+// escapedBackslash reports whether the backslash at value[i] is the second
+// of an escaped pair: an odd number of backslashes runs before it.
+func escapedBackslash(value []byte, i int) bool {
+	n := 0
+	for j := i - 1; j >= 0 && value[j] == '\\'; j-- {
+		n++
+	}
+	return n%2 == 1
 }
