@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // A session's read-only default comes from the settings of when it started
@@ -25,13 +26,17 @@ import (
 // refusal costs the pool its sessions (at most one reconnection per
 // session per failed write, and writes are retried with a backoff).
 //
+// Behind PgBouncer in transaction mode this closes only the links to
+// PgBouncer; its server connections keep their read-only setting until its
+// server_lifetime (README, "Running behind PgBouncer").
+//
 // The check is the pool's PrepareConn, run when a connection is acquired,
 // not its AfterRelease: pgxpool releases every connection through a
 // goroutine of its own when AfterRelease is set, so a call right after
 // another found no idle connection and the pool opened more.
 
 // openedKey holds, in a session's CustomData, the pool's refusal count
-// when the session was opened.
+// before the session was opened.
 const openedKey = "store.refusalsAtOpen"
 
 // readOnlyRefusals is a pool's pgx tracer (it only counts) and its
@@ -40,10 +45,21 @@ type readOnlyRefusals struct {
 	n atomic.Uint64
 }
 
-// opened records, from the pool's AfterConnect, the count a new session
-// started under.
-func (r *readOnlyRefusals) opened(conn *pgx.Conn) {
-	conn.PgConn().CustomData()[openedKey] = r.n.Load()
+// beforeConnect is the pool's BeforeConnect: it reads the count before the
+// session starts, and records it in the session once connected. Read
+// after the connect, a refusal counted while the session started
+// read-only would pass for one before it, and the session would be kept.
+func (r *readOnlyRefusals) beforeConnect(_ context.Context, cc *pgx.ConnConfig) error {
+	n := r.n.Load()
+	next := cc.AfterConnect
+	cc.AfterConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
+		pc.CustomData()[openedKey] = n
+		if next != nil {
+			return next(ctx, pc)
+		}
+		return nil
+	}
+	return nil
 }
 
 // prepare is the pool's PrepareConn: false (close it, and acquire

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -123,21 +122,17 @@ func TestReadOnlyRefusalRetiresTheSessionsThatOnlyRead(t *testing.T) {
 	opened := pool.Stat().NewConnsCount()
 
 	setReadOnlyDefault(t, url, "off")
-	// Both at once, so that neither can be the other's new session.
-	var wg sync.WaitGroup
+	// Both held at once, so that neither can be the other's new session.
+	c1, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	c2, err := pool.Acquire(ctx)
+	require.NoError(t, err)
 	errs := make([]error, 2)
-	for i := range 2 {
-		wg.Go(func() {
-			c, err := pool.Acquire(ctx)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			defer c.Release()
-			_, errs[i] = c.Exec(ctx, "update route_passport_outbox set attempts = attempts")
-		})
+	for i, c := range []*pgxpool.Conn{c1, c2} {
+		_, errs[i] = c.Exec(ctx, "update route_passport_outbox set attempts = attempts")
 	}
-	wg.Wait()
+	c1.Release()
+	c2.Release()
 	require.NoError(t, errs[0])
 	require.NoError(t, errs[1])
 	require.EqualValues(t, opened+2, pool.Stat().NewConnsCount(), "both read-only sessions replaced")

@@ -81,10 +81,10 @@ func Open(ctx context.Context, databaseURL, application string) (*pgxpool.Pool, 
 	// not handed out again (readonly.go).
 	refusals := &readOnlyRefusals{}
 	cfg.ConnConfig.Tracer = refusals
+	cfg.BeforeConnect = refusals.beforeConnect
 	cfg.PrepareConn = refusals.prepare
 	cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
 		registerTypes(conn.TypeMap())
-		refusals.opened(conn)
 		return nil
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
