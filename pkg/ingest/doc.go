@@ -121,5 +121,7 @@
 // waits (bounded) for their in-flight batches, commits what they finished,
 // and forgets the partitions; a batch still retrying after that stops
 // working on records it no longer owns. On shutdown it stops polling,
-// waits (bounded) for in-flight batches, commits, and returns.
+// waits (bounded) for in-flight batches, commits, and returns. Both waits
+// end at one deadline once the stop is seen (ShutdownTimeout after it), so
+// a revocation under way when the stop comes does not add its own.
 package ingest

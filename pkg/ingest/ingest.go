@@ -168,12 +168,8 @@ type Ingestor struct {
 	groupOffsets map[int32]int64
 	groupAskedAt time.Time
 	wg           sync.WaitGroup
-	finished     bool // Run is past its final commit
-	// stop is Run's ctx.Done(), for the waits that run inside Poll (a
-	// revocation), which the client calls without a context; stopAt is
-	// when the poll goroutine first saw it (see shutdownDeadline).
-	stop   <-chan struct{}
-	stopAt time.Time
+	finished     bool      // Run is past its final commit
+	stopAt       time.Time // when the poll goroutine first saw the stop (shutdownDeadline)
 
 	// offset commits (poll goroutine only)
 	commitRun     *commitCall // the Commit running, if any
@@ -249,15 +245,17 @@ func (in *Ingestor) Run(ctx context.Context) error {
 	watchers.Go(func() { in.watch(watchCtx, in.dlqHealth, in.probeDLQ, nil, stallAfter, &in.dlqWriters) })
 	watchers.Go(func() { in.watchBrokers(watchCtx) })
 
-	in.stop = ctx.Done()
-	if err := in.consumer.Subscribe(in.onAssigned, in.onRevoked); err != nil {
+	// The client calls the revocation without a context; its wait must
+	// still end with the shutdown's when the stop comes.
+	revoked := func(parts []int32, lost bool) { in.onRevoked(ctx.Done(), parts, lost) }
+	if err := in.consumer.Subscribe(in.onAssigned, revoked); err != nil {
 		return err
 	}
 	err := in.loop(ctx, batchCtx)
 
 	// Shutdown: stop polling, drop what was not batched, finish the rest.
 	in.dropPending(nil)
-	in.finishWhile(in.shutdownDeadline(), func() bool { return in.inflight > 0 && in.hookErr == nil })
+	in.finishWhile(nil, in.shutdownDeadline(), func() bool { return in.inflight > 0 && in.hookErr == nil })
 	abandoned := in.inflight
 	cancelBatches()
 	in.wg.Wait()

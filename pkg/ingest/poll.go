@@ -236,8 +236,8 @@ func (in *Ingestor) drainResults() {
 
 // finishWhile finishes batches as they report while waiting holds, until
 // deadline: a revocation waits for its partitions' batches, a stop for all.
-func (in *Ingestor) finishWhile(deadline time.Time, waiting func() bool) {
-	stop := in.stop
+// Once stop is closed (nil: never), the deadline is at most the shutdown's.
+func (in *Ingestor) finishWhile(stop <-chan struct{}, deadline time.Time, waiting func() bool) {
 	for waiting() && time.Now().Before(deadline) {
 		select {
 		case b := <-in.results:

@@ -34,9 +34,10 @@ func (in *Ingestor) onAssigned(parts []int32) {
 }
 
 // onRevoked runs inside Poll before partitions leave the assignment: it
-// waits (bounded) for their in-flight batches and commits what they
-// finished, unless the membership was lost.
-func (in *Ingestor) onRevoked(parts []int32, lost bool) {
+// waits (bounded, and at most until the shutdown's deadline once stop is
+// closed) for their in-flight batches and commits what they finished,
+// unless the membership was lost.
+func (in *Ingestor) onRevoked(stop <-chan struct{}, parts []int32, lost bool) {
 	ctx := context.Background() // called by the client, which has none
 	revoked := make(map[int32]bool, len(parts))
 	for _, p := range parts {
@@ -44,7 +45,7 @@ func (in *Ingestor) onRevoked(parts []int32, lost bool) {
 	}
 	in.dropPending(func(it *item) bool { return revoked[it.rec().Partition] })
 	if !lost && !in.finished {
-		in.finishWhile(time.Now().Add(in.cfg.RevokeTimeout), func() bool { return in.busy(parts) })
+		in.finishWhile(stop, time.Now().Add(in.cfg.RevokeTimeout), func() bool { return in.busy(parts) })
 		in.commit(ctx, parts, in.cfg.CommitTimeout, true)
 	}
 	in.ownedMu.Lock()
