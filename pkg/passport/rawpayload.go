@@ -9,10 +9,12 @@ import "bytes"
 // field): in an unknown member, which contract §1.1 says is ignored. Until
 // 2026-12-07 such a passport was refused by the database and dead-lettered
 // as RETRYABLE. Now raw_payload stores a copy with each of those escapes
-// replaced by \ufffd, the replacement character, as a JSON decoder does
-// with text it cannot represent; jsonb keeps no byte-for-byte copy of the
-// input anyway (it normalises white space, member order, duplicate names
-// and numbers). The dead-letter topic and the events never see the copy.
+// replaced by \ufffd, the replacement character (what a JSON decoder
+// makes of an unpaired surrogate); jsonb keeps no byte-for-byte copy of
+// the input anyway (it normalises white space, member order, duplicate
+// names and numbers). Two member names of one object that differ only in
+// such escapes become one name, and jsonb keeps the last member's value.
+// The dead-letter topic and the events never see the copy.
 
 // repairForJSONB returns value, a syntactically valid JSON text, with each
 // \u0000 escape and each escape of an unpaired UTF-16 surrogate replaced

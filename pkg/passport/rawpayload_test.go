@@ -57,7 +57,14 @@ func FuzzRawPayload(f *testing.F) {
 		}
 		out := (&passport.Accepted{Source: record.Record{Value: in}}).RawPayload()
 		require.True(t, json.Valid(out), "%q", out)
-		require.Equal(t, nulToReplacement(decodeJSON(t, in)), decodeJSON(t, out))
+		want, collided := nulToReplacement(decodeJSON(t, in))
+		if collided {
+			// Two names that differ only in what was replaced are one name
+			// now; which value stays (the last, in jsonb) is not the
+			// point here.
+			return
+		}
+		require.Equal(t, want, decodeJSON(t, out))
 		require.False(t, hasRefusedEscape(out), "%q", out)
 	})
 }
@@ -70,25 +77,32 @@ func decodeJSON(t *testing.T, b []byte) any {
 	return v
 }
 
-// nulToReplacement replaces each NUL in the strings and names of v.
-func nulToReplacement(v any) any {
+// nulToReplacement replaces each NUL in the strings and names of v; it
+// reports whether two names of an object became one.
+func nulToReplacement(v any) (any, bool) {
 	fix := func(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
 	switch v := v.(type) {
 	case string:
-		return fix(v)
+		return fix(v), false
 	case []any:
+		collided := false
 		for i := range v {
-			v[i] = nulToReplacement(v[i])
+			var c bool
+			v[i], c = nulToReplacement(v[i])
+			collided = collided || c
 		}
-		return v
+		return v, collided
 	case map[string]any:
 		m := make(map[string]any, len(v))
+		collided := false
 		for k, e := range v {
-			m[fix(k)] = nulToReplacement(e)
+			var c bool
+			m[fix(k)], c = nulToReplacement(e)
+			collided = collided || c
 		}
-		return m
+		return m, collided || len(m) < len(v)
 	}
-	return v
+	return v, false
 }
 
 // hasRefusedEscape reports whether JSON text b holds a \u0000 escape or the
