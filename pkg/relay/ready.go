@@ -33,9 +33,14 @@ func (r *Relay) setDBReady(during string, err error) {
 
 // dbFailed reports a failed database call (err, during as for setDBReady):
 // "postgres" not ready until the next successful claim reports it ready
-// again (claimsHealthy).
+// again (claimsHealthy). The claim watermark's next full rescan comes as
+// soon as its backoff allows: the failure may be a failover that lost
+// marks (watermarked.rescanSoon).
 func (r *Relay) dbFailed(during string, err error) {
 	r.claimsHealthy.Store(false)
+	if r.watermark != nil {
+		r.watermark.rescanSoon()
+	}
 	r.setDBReady(during, err)
 }
 

@@ -32,12 +32,14 @@ import (
 //     above W when they commit.
 //
 // What can still land below W is a row of a transaction open longer than
-// the margin (an ingest stalled on a slow database) or written by hand with
-// an old next_attempt_at. For those, every ClaimFullScanInterval W is
-// recomputed from the start of the index (one index scan that stops at the
-// first live entry, no locks), which lowers it to such a row: no row waits
-// longer than that interval beyond its commit, so the margin is a
-// performance setting, not a correctness one. Between full rescans W only
+// the margin (an ingest stalled on a slow database), a row written by hand
+// with an old next_attempt_at, or a row whose PUBLISHED mark a failover
+// lost. For those, every ClaimFullScanInterval W is recomputed from the
+// start of the index (one index scan that stops at the first live entry,
+// no locks), which lowers it to such a row: no row waits longer than that
+// interval beyond its commit, so the margin is a performance setting, not
+// a correctness one. After a database failure the next full rescan comes
+// right after the first good claim (rescanSoon). Between full rescans W only
 // moves up, recomputed from W itself once per watermarkAdvance (cheap: it
 // reads only the entries above W). Under a held snapshot a bounded claim
 // then reads the entries of the last margin + watermarkAdvance seconds
@@ -88,6 +90,7 @@ type watermarked struct {
 	w          time.Time  // zero: not known yet
 	nextUp     time.Time  // local clock: the next advance
 	nextAll    time.Time  // local clock: the next full rescan
+	soonestAll time.Time  // local clock: nine times the last full rescan's duration after it
 }
 
 // withWatermark wraps o when the watermark is on and o supports it; it
@@ -177,6 +180,7 @@ func (m *watermarked) recompute(ctx context.Context, full bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if full {
+		m.soonestAll = end.Add(9 * end.Sub(start))
 		m.nextAll = end.Add(max(m.every, 9*end.Sub(start)))
 	}
 	m.nextUp = end.Add(m.advance)
@@ -189,6 +193,21 @@ func (m *watermarked) recompute(ctx context.Context, full bool) error {
 		m.w = floor
 	}
 	return nil
+}
+
+// rescanSoon brings the next full rescan forward to the soonest its own
+// backoff allows (nine times the last one's duration after it); while
+// claims fail it waits for one to succeed (refreshWatermark). The relay
+// calls it on a database failure: a mark the old primary acknowledged may
+// have been lost in a failover (the lease statements commit
+// asynchronously), which puts its row back to PENDING with its old
+// next_attempt_at, below W, where only a full rescan finds it.
+func (m *watermarked) rescanSoon() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.soonestAll.Before(m.nextAll) {
+		m.nextAll = m.soonestAll
+	}
 }
 
 // refreshWatermark refreshes the claim watermark when due, bounded by the

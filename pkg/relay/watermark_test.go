@@ -20,8 +20,9 @@ import (
 type fakeBounded struct {
 	fakeOutbox
 	mu      sync.Mutex
-	floors  []time.Time // next answers of PendingFloor
+	floors  []time.Time // next answers of PendingFloor; the last one repeats
 	err     error
+	failing int         // ClaimFrom calls still to fail
 	slow    bool        // PendingFloor waits for its context to end
 	asked   []time.Time // from of each PendingFloor
 	claimed []time.Time // from of each ClaimFrom
@@ -31,6 +32,10 @@ func (f *fakeBounded) ClaimFrom(_ context.Context, from time.Time, _ int, _ int6
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.claimed = append(f.claimed, from)
+	if f.failing > 0 {
+		f.failing--
+		return nil, false, errors.New("connection reset")
+	}
 	return nil, false, nil
 }
 
@@ -48,7 +53,9 @@ func (f *fakeBounded) PendingFloor(ctx context.Context, from time.Time, _ time.D
 		return time.Time{}, f.err
 	}
 	v := f.floors[0]
-	f.floors = f.floors[1:]
+	if len(f.floors) > 1 {
+		f.floors = f.floors[1:]
+	}
 	return v, nil
 }
 
@@ -185,4 +192,37 @@ func TestRefreshWatermarkSlowFullRescan(t *testing.T) {
 	r.watermark.mu.Unlock()
 	r.refreshWatermark(ctx)
 	require.Contains(t, logs.String(), "claim watermark's full rescan succeeded again")
+}
+
+// TestWatermarkRescansAfterDatabaseFailure: a failover can lose a mark the
+// old primary acknowledged, which puts its row back to PENDING below W.
+// After claims fail and work again, the next full rescan comes at once,
+// not a ClaimFullScanInterval later, and lowers W to that row.
+func TestWatermarkRescansAfterDatabaseFailure(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	lost := t0.Add(-time.Hour) // the next_attempt_at of the row whose mark was lost
+	f := &fakeBounded{floors: []time.Time{t0, lost}, failing: 1}
+	r := newTestRelay(t, f, &fakePublisher{}, Config{PollInterval: 100 * time.Millisecond, ClaimFullScanInterval: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	require.Eventually(t, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.claimed) > 0 && f.claimed[len(f.claimed)-1].Equal(lost)
+	}, 5*time.Second, 10*time.Millisecond, "no claim reached the row whose mark was lost")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.True(t, f.claimed[0].Equal(t0), "the first claim, which failed, ran from the first W: %v", f.claimed)
+	fulls := 0
+	for _, from := range f.asked {
+		if from.IsZero() {
+			fulls++
+		}
+	}
+	require.Equal(t, 2, fulls, "the first full rescan, and the one after the failure: %v", f.asked)
 }
