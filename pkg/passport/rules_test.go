@@ -407,6 +407,11 @@ func TestJSONText(t *testing.T) {
 			"data.assets."+strings.Repeat("n", 128)+"…"),
 		bad("long duplicate name, multibyte", baseDoc().data1("assets", `{"`+strings.Repeat("é", 100)+`":1,"`+strings.Repeat("é", 100)+`":2}`),
 			"data.assets."+strings.Repeat("é", 64)+"…"),
+		// And the whole path at 1 KiB: its head and its tail.
+		bad("deep duplicate under long names", baseDoc().data1("assets", deepNames(100, strings.Repeat("n", 200))),
+			"data.assets."+strings.Repeat(strings.Repeat("n", 128)+"….", 3)+strings.Repeat("n", 104)+ // 512 bytes
+				"…"+
+				strings.Repeat("n", 108)+"…."+strings.Repeat(strings.Repeat("n", 128)+"….", 3)+"a"), // 509 bytes
 		badRaw("duplicate in an ignored envelope member", `{"":{"c":1,"c":2},"data":{}}`, ".c"),
 		bad("distinct lone surrogate names", baseDoc().data1("assets", `{"\ud800":1,"\ud801":2,"\ud800":3}`), ""),
 		{name: "over the size limit", in: []byte(valid), lim: passport.Limits{MaxValueBytes: len(valid) - 1}},
@@ -558,4 +563,10 @@ func TestPayload(t *testing.T) {
 		require.Contains(t, string(pl), `"polarisation":[]`)
 		require.Contains(t, string(pl), `"resolutionRange":null`)
 	})
+}
+
+// deepNames nests n objects, each with one member of the given name,
+// around an object with a duplicate name "a".
+func deepNames(n int, name string) string {
+	return strings.Repeat(`{"`+name+`":`, n) + `{"a":1,"a":2}` + strings.Repeat("}", n)
 }

@@ -589,7 +589,7 @@ func (s *scanner) path() string {
 	if !utf8.Valid(p) {
 		return ""
 	}
-	return string(p)
+	return string(cutPath(p))
 }
 
 // maxPathName bounds a member name in a field path. The path goes into a
@@ -608,6 +608,29 @@ func appendName(p, name []byte) []byte {
 		cut--
 	}
 	return append(append(p, name[:cut]...), "…"...)
+}
+
+// maxPath bounds a whole field path: 512 levels of names cut at
+// maxPathName still made a 67-KB path, twice in the DLQ record's headers.
+const maxPath = 1024
+
+// cutPath keeps the first and last halves of a path longer than maxPath
+// (at character boundaries), joined by "…": where the path starts and the
+// member that failed.
+func cutPath(p []byte) []byte {
+	if len(p) <= maxPath {
+		return p
+	}
+	const mark = "…"
+	head := maxPath / 2
+	for head > 0 && !utf8.RuneStart(p[head]) {
+		head--
+	}
+	tail := len(p) - (maxPath - head - len(mark))
+	for tail < len(p) && !utf8.RuneStart(p[tail]) {
+		tail++
+	}
+	return append(append(p[:head:head], mark...), p[tail:]...)
 }
 
 func isHex4(b []byte) bool {
