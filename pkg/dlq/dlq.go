@@ -96,8 +96,12 @@ func Letter(topic string, orig record.Record, group string, why Reason) record.R
 		ts = orig.Timestamp.UnixMilli()
 	}
 	tsType := orig.TimestampType
-	if tsType == "" {
-		tsType = record.TimestampNone
+	if tsType == "" || tsType == record.TimestampNone {
+		// The client reports a record stored with timestamp -1 as having
+		// no type; Java's consumer, whose type Spring writes, reads the
+		// same record as CreateTime (every current-format batch has a
+		// type), and the contract allows only CreateTime or LogAppendTime.
+		tsType = record.TimestampCreateTime
 	}
 	hs = append(hs,
 		record.Header{Key: HeaderOriginalTopic, Value: []byte(orig.Topic)},

@@ -267,7 +267,8 @@ func TestLetterRoundTrip(t *testing.T) {
 	v, _ = l.Header(HeaderOriginalTimestamp)
 	require.Equal(t, be64(1777371300123), v)
 
-	// No timestamp, no field: -1 and NoTimestampType, no field header.
+	// No timestamp, no field: -1 and CreateTime (what Java's consumer
+	// reads such a record as), no field header.
 	orig.Timestamp, orig.TimestampType = time.Time{}, ""
 	why.Field = ""
 	l = Letter("dlq", orig, "group", why)
@@ -275,7 +276,9 @@ func TestLetterRoundTrip(t *testing.T) {
 	require.Equal(t, be64(-1), v)
 	info := Decode(l.Headers)
 	require.True(t, info.OriginalTimestamp.IsZero())
-	require.Equal(t, record.TimestampNone, info.OriginalTimestampType)
+	require.Equal(t, record.TimestampCreateTime, info.OriginalTimestampType)
+	orig.TimestampType = record.TimestampNone
+	require.Equal(t, record.TimestampCreateTime, Decode(Letter("dlq", orig, "group", why).Headers).OriginalTimestampType)
 	_, hasField := l.Header(HeaderErrorField)
 	require.False(t, hasField)
 
