@@ -9,6 +9,7 @@ import (
 	"crypto/md5"
 	"math"
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -72,7 +73,10 @@ func (d *decoder) passport() (*Passport, *ContractError) {
 	if err = d.object(slotData, fData); err != nil {
 		return nil, err
 	}
-	id, err := d.name(slotID, fID, 0)
+	id, err := d.nameWith(slotID, fID, 0, func(sp span, field string) (string, *ContractError) {
+		s, _, err := d.unescaped(sp, field)
+		return s, err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -148,25 +152,35 @@ func (d *decoder) object(slot int, field string) *ContractError {
 // raw returns the bytes of a value.
 func (d *decoder) raw(sp span) []byte { return d.b[sp.start:sp.end] }
 
-// text decodes a string value. Escapes that stand for an unpaired UTF-16
-// surrogate are rejected: such a string cannot be stored or re-emitted as
-// UTF-8 without silently changing it. So is \u0000: PostgreSQL's text
-// cannot hold a NUL character, and the database would refuse the record
-// (as a per-record rejection, without naming the field) after its retries.
+// text decodes a string value the passport keeps. Escapes that stand for
+// an unpaired UTF-16 surrogate are rejected: such a string cannot be
+// stored or re-emitted as UTF-8 without silently changing it. So is
+// \u0000: PostgreSQL's text cannot hold a NUL character, and the database
+// would refuse the record (as a per-record rejection, without naming the
+// field) after its retries.
 func (d *decoder) text(sp span, field string) (string, *ContractError) {
+	s, escaped, err := d.unescaped(sp, field)
+	if err == nil && escaped && strings.IndexByte(s, 0) >= 0 {
+		return "", fieldErr(field, `contains a NUL character (\u0000), which PostgreSQL cannot store`)
+	}
+	return s, err
+}
+
+// unescaped decodes a string value, refusing only unpaired surrogate
+// escapes (no UTF-8 spells them); escaped reports whether it had escapes.
+// data.id is read with it: it is never stored, and a NUL is a byte like
+// any other to the MD5 of its UTF-8 that derives routeId.
+func (d *decoder) unescaped(sp span, field string) (s string, escaped bool, _ *ContractError) {
 	body := d.b[sp.start+1 : sp.end-1]
 	if bytes.IndexByte(body, '\\') < 0 {
-		return string(body), nil
+		return string(body), false, nil
 	}
 	out, lone := unescape(d.buf[:0], body)
 	d.buf = out
 	if lone {
-		return "", fieldErr(field, "contains an unpaired UTF-16 surrogate escape")
+		return "", true, fieldErr(field, "contains an unpaired UTF-16 surrogate escape")
 	}
-	if bytes.IndexByte(out, 0) >= 0 {
-		return "", fieldErr(field, `contains a NUL character (\u0000), which PostgreSQL cannot store`)
-	}
-	return string(out), nil
+	return string(out), true, nil
 }
 
 // optString reads an envelope member that may be a string, null or absent.
@@ -189,6 +203,11 @@ func (d *decoder) optString(slot int, field string) (*string, *ContractError) {
 // (0: no limit). Values are not trimmed: the producer's text is kept as is,
 // but a value of only white space carries no name and is refused.
 func (d *decoder) name(slot int, field string, maxLen int) (string, *ContractError) {
+	return d.nameWith(slot, field, maxLen, d.text)
+}
+
+// nameWith is name with the string decoded by decode.
+func (d *decoder) nameWith(slot int, field string, maxLen int, decode func(span, string) (string, *ContractError)) (string, *ContractError) {
 	sp := d.sl[slot]
 	switch sp.kind {
 	case kString:
@@ -197,7 +216,7 @@ func (d *decoder) name(slot int, field string, maxLen int) (string, *ContractErr
 	default:
 		return "", wrongType(field, "a string", sp.kind)
 	}
-	s, err := d.text(sp, field)
+	s, err := decode(sp, field)
 	if err != nil {
 		return "", err
 	}

@@ -46,7 +46,9 @@
 //   - A \u escape for an unpaired surrogate, or \u0000, is refused in any
 //     string the passport keeps, and tolerated in ignored parts; jsonb
 //     cannot store either, so raw_payload holds \ufffd in its place
-//     ([Accepted.RawPayload]).
+//     ([Accepted.RawPayload]). data.id is not kept (only the MD5 of its
+//     UTF-8 derives routeId): a \u0000 there is accepted, an unpaired
+//     surrogate is not (no UTF-8 spells it).
 //   - GeoJSON type names are case-sensitive (RFC 7946). A third position
 //     value must be a finite number even though it is dropped. Ring
 //     closure compares X and Y only, since Z is dropped. OGC validity

@@ -197,6 +197,10 @@ func TestRouteID(t *testing.T) {
 			id("098f6bcd-4621-3373-8ade-4e832627b4f6")),
 		ok("derived from decoded id", baseDoc().data1("id", `"t\u0065st"`).prop("pcp:route_id", absent),
 			id("098f6bcd-4621-3373-8ade-4e832627b4f6")),
+		// data.id is never stored: a NUL is one more byte of its MD5.
+		ok("NUL in id", baseDoc().data1("id", `"a\u0000b"`).prop("pcp:route_id", absent),
+			id("70350f60-27bc-3371-bf6b-76473084309b")),
+		bad("lone surrogate in id", baseDoc().data1("id", `"a\ud800"`).prop("pcp:route_id", absent), "data.id"),
 		bad("nil UUID", baseDoc().prop("pcp:route_id", `"00000000-0000-0000-0000-000000000000"`), pRouteID),
 		bad("urn prefix", baseDoc().prop("pcp:route_id", `"urn:uuid:2f1d5b1e-6c1a-4a53-9c43-1f0b5a7e9d10"`), pRouteID),
 		bad("braces", baseDoc().prop("pcp:route_id", `"{2f1d5b1e-6c1a-4a53-9c43-1f0b5a7e9d10}"`), pRouteID),
