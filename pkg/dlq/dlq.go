@@ -31,6 +31,12 @@ const (
 	// (decimal text), on a dead-letter record whose value the DLQ topic
 	// refused as too large and which was therefore sent without it.
 	HeaderValueOmitted = "pcp-dlq-value-omitted-bytes"
+	// HeaderKeyOmitted (the key's size in bytes) and HeaderHeadersOmitted
+	// (how many headers) are set on a dead-letter record that the DLQ
+	// topic refused as too large even without its value, and which was
+	// therefore sent without the original's key and headers as well.
+	HeaderKeyOmitted     = "pcp-dlq-key-omitted-bytes"
+	HeaderHeadersOmitted = "pcp-dlq-headers-omitted"
 )
 
 // Prefixes of the headers that describe the dead-lettering rather than the
@@ -130,6 +136,37 @@ func OmitValue(letter record.Record) record.Record {
 	return out
 }
 
+// OmitOriginal returns letter (a Letter, with its value or without it)
+// without the original record's key, headers and value, with
+// HeaderKeyOmitted, HeaderHeadersOmitted and HeaderValueOmitted (OmitValue)
+// saying what was left out; the dead-letter headers stay, and say where the
+// original is. omitted is false, and letter returned as it is, when there
+// is nothing to leave out. letter itself is not changed.
+func OmitOriginal(letter record.Record) (_ record.Record, omitted bool) {
+	start := 0 // the last dead-letter block: the headers before it are the original's
+	for i, h := range letter.Headers {
+		if h.Key == HeaderOriginalTopic {
+			start = i
+		}
+	}
+	if len(letter.Value) == 0 && len(letter.Key) == 0 && start == 0 {
+		return letter, false
+	}
+	if len(letter.Value) > 0 {
+		letter = OmitValue(letter)
+	}
+	out := letter
+	out.Key = nil
+	out.Headers = append(make([]record.Header, 0, len(letter.Headers)-start+2), letter.Headers[start:]...)
+	if len(letter.Key) > 0 {
+		out.Headers = append(out.Headers, record.Header{Key: HeaderKeyOmitted, Value: []byte(strconv.Itoa(len(letter.Key)))})
+	}
+	if start > 0 {
+		out.Headers = append(out.Headers, record.Header{Key: HeaderHeadersOmitted, Value: []byte(strconv.Itoa(start))})
+	}
+	return out, true
+}
+
 // Info is what the dead-letter headers say about a record. A header that is
 // absent or malformed leaves its field at the zero value, or -1 for the
 // original partition and offset.
@@ -147,8 +184,18 @@ type Info struct {
 	Category Category
 	Field    string
 	// ValueOmittedBytes is the size of the value that was left out (0: the
-	// value is there).
+	// value is there); KeyOmittedBytes the key's, and HeadersOmitted how
+	// many of the original's headers were (OmitOriginal).
 	ValueOmittedBytes int
+	KeyOmittedBytes   int
+	HeadersOmitted    int
+}
+
+// Incomplete reports whether the record was dead-lettered without part of
+// the original (its value, key or headers): it cannot be replayed from the
+// DLQ.
+func (i Info) Incomplete() bool {
+	return i.ValueOmittedBytes > 0 || i.KeyOmittedBytes > 0 || i.HeadersOmitted > 0
 }
 
 // Decode reads the dead-letter headers. Letter appends them after the
@@ -165,9 +212,11 @@ func Decode(hs []record.Header) Info {
 	for _, h := range hs {
 		switch h.Key {
 		case HeaderOriginalTopic:
-			// A value left out of an earlier dead-lettering is still
-			// missing: that header is the record's, not the block's.
-			info = Info{OriginalPartition: -1, OriginalOffset: -1, ValueOmittedBytes: info.ValueOmittedBytes}
+			// A value (key, headers) left out of an earlier
+			// dead-lettering is still missing: that header is the
+			// record's, not the block's.
+			info = Info{OriginalPartition: -1, OriginalOffset: -1, ValueOmittedBytes: info.ValueOmittedBytes,
+				KeyOmittedBytes: info.KeyOmittedBytes, HeadersOmitted: info.HeadersOmitted}
 			info.OriginalTopic = string(h.Value)
 		case HeaderOriginalPartition:
 			info.OriginalPartition = -1
@@ -201,6 +250,10 @@ func Decode(hs []record.Header) Info {
 			info.Field = string(h.Value)
 		case HeaderValueOmitted:
 			info.ValueOmittedBytes, _ = strconv.Atoi(string(h.Value))
+		case HeaderKeyOmitted:
+			info.KeyOmittedBytes, _ = strconv.Atoi(string(h.Value))
+		case HeaderHeadersOmitted:
+			info.HeadersOmitted, _ = strconv.Atoi(string(h.Value))
 		}
 	}
 	return info

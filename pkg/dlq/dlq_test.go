@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"encoding/binary"
+	"slices"
 	"testing"
 	"time"
 
@@ -301,4 +302,44 @@ func TestParseCategory(t *testing.T) {
 	}
 	_, ok := ParseCategory("contract")
 	require.False(t, ok, "compared exactly")
+}
+
+// OmitOriginal leaves out the original's key, headers and value (an
+// earlier dead-lettering's block carried in the original's headers too),
+// keeps the latest dead-letter block, says what it left out, and leaves
+// its input untouched; a letter with nothing to leave out comes back as is.
+func TestOmitOriginal(t *testing.T) {
+	t.Parallel()
+	earlier := Letter("dlq", record.Record{Topic: "in", Offset: 1, Key: []byte("k"), Value: []byte("v")}, "g", Reason{Category: CategoryRetryable})
+	orig := record.Record{Topic: "in", Partition: 3, Offset: 9, Key: []byte("kkk"), Value: []byte(`{"x":1}`),
+		Headers: append([]record.Header{{Key: "traceparent", Value: []byte("00-a-b-01")}}, earlier.Headers...)}
+	l := Letter("dlq", orig, "group", Reason{FQCN: FQCNContractViolation, Message: "m", Category: CategoryContract, Field: "data.id"})
+	before := slices.Clone(l.Headers)
+
+	for _, in := range []record.Record{l, OmitValue(l)} {
+		out, ok := OmitOriginal(in)
+		require.True(t, ok)
+		require.Nil(t, out.Key)
+		require.Nil(t, out.Value)
+		info := Decode(out.Headers)
+		require.Equal(t, Info{OriginalTopic: "in", OriginalPartition: 3, OriginalOffset: 9, OriginalTimestampType: record.TimestampCreateTime,
+			OriginalGroup: "group", ExceptionFQCN: FQCNContractViolation, ExceptionMessage: "m", Category: CategoryContract, Field: "data.id",
+			ValueOmittedBytes: 7, KeyOmittedBytes: 3, HeadersOmitted: len(orig.Headers)}, info)
+		require.True(t, info.Incomplete())
+		block := len(l.Headers) - len(orig.Headers)
+		require.Equal(t, l.Headers[len(orig.Headers):], out.Headers[:block], "the latest block is kept as it was")
+		var rest []string
+		for _, h := range out.Headers[block:] {
+			rest = append(rest, h.Key)
+		}
+		require.Equal(t, []string{HeaderValueOmitted, HeaderKeyOmitted, HeaderHeadersOmitted}, rest, "then what was left out, and no original header")
+	}
+	require.Equal(t, before, l.Headers, "the input letter is untouched")
+	require.Equal(t, orig.Key, l.Key)
+
+	bare := Letter("dlq", record.Record{Topic: "in"}, "group", Reason{Category: CategoryContract})
+	out, ok := OmitOriginal(bare)
+	require.False(t, ok, "no key, header or value to leave out")
+	require.Equal(t, bare, out)
+	require.False(t, Decode(out.Headers).Incomplete())
 }

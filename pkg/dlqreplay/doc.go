@@ -60,7 +60,8 @@
 //	dlq-replay: dry_run=false selected=3 replayed=3 skipped=7 failed=0 scanned=10
 //
 // skipped counts records read but not selected; " omitted=N" is added when
-// records could not be replayed for want of their value. A run stopped by an
+// records could not be replayed for want of their value (or key and
+// headers). A run stopped by an
 // error after it read records prints the same counts after
 // "dlq-replay: INCOMPLETE, stopped by an error:" instead. Exit status: 0 when
 // every selected record that can be replayed was acknowledged (omitted

@@ -21,7 +21,7 @@ with their original key, value and headers (kafka_dlt-* and pcp-error-*
 headers dropped). Reads without a consumer group, up to the end of the DLQ as
 it is at start, then prints a summary and exits. Exit status 0 when every
 selected record was acknowledged, except those held without their value
-(counted as omitted=N, with a warning: they cannot be replayed), 1 when a
+(or key and headers; counted as omitted=N, with a warning: they cannot be replayed), 1 when a
 delivery failed or the DLQ could not be read, 2 on a bad flag or setting.
 
 Selection (all given conditions must hold; DLQ partitions and offsets):

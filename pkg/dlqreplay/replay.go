@@ -91,9 +91,11 @@ type Result struct {
 	// have been delivered (at least once).
 	Failed int
 	// Omitted is how many selected records were not sent because the DLQ
-	// holds them without their value (dlq.HeaderValueOmitted): replayed,
-	// each would be an empty record (a tombstone, on a compacted topic a
-	// delete of its key) and dead-lettered again for that.
+	// holds them without their value (dlq.HeaderValueOmitted), or without
+	// the original's key and headers (dlq.OmitOriginal): replayed, each
+	// would be another record (without its value an empty one, a
+	// tombstone, on a compacted topic a delete of its key) and
+	// dead-lettered again for that.
 	Omitted int
 }
 
@@ -202,9 +204,9 @@ func (r *Replayer) Run(ctx context.Context) (Result, error) {
 			return nil
 		}
 		res.Selected++
-		if info.ValueOmittedBytes > 0 {
+		if info.Incomplete() {
 			res.Omitted++
-			fmt.Fprintf(r.out, "cannot-replay %s (the DLQ holds no value; the original is at original_partition/original_offset of the input topic while its retention lasts)\n", describe(rec, info))
+			fmt.Fprintf(r.out, "cannot-replay %s (the DLQ holds only part of the record; the original is at original_partition/original_offset of the input topic while its retention lasts)\n", describe(rec, info))
 			return nil
 		}
 		if r.cfg.DryRun {
@@ -281,6 +283,12 @@ func describe(rec record.Record, info dlq.Info) string {
 		strconv.Quote(string(info.Category)), strconv.Quote(info.Field), quoteTrunc([]byte(info.ExceptionMessage), 500), keyText(rec.Key), len(rec.Value))
 	if info.ValueOmittedBytes > 0 {
 		b = fmt.Appendf(b, " value_omitted_bytes=%d", info.ValueOmittedBytes)
+	}
+	if info.KeyOmittedBytes > 0 {
+		b = fmt.Appendf(b, " key_omitted_bytes=%d", info.KeyOmittedBytes)
+	}
+	if info.HeadersOmitted > 0 {
+		b = fmt.Appendf(b, " headers_omitted=%d", info.HeadersOmitted)
 	}
 	return string(b)
 }

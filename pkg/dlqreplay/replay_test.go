@@ -288,6 +288,25 @@ func TestRun(t *testing.T) {
 		}
 	})
 
+	t.Run("a tombstone held without its key is not replayed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		tomb := b.reader.parts[0][0]
+		tomb.Value = nil
+		bare, ok := dlq.OmitOriginal(tomb)
+		require.True(t, ok)
+		bare.Partition, bare.Offset = 0, 10
+		b.reader.parts[0][0] = bare
+		res, err := b.run(t, Config{Filter: Filter{Partitions: []int32{0}}})
+		require.NoError(t, err)
+		require.Equal(t, Result{Scanned: 3, Selected: 3, Replayed: 2, Omitted: 1}, res)
+		for _, m := range b.producer.sent() {
+			require.NotNil(t, m.Value, "the tombstone, without its key, was sent")
+		}
+		require.Contains(t, b.out.String(), "cannot-replay dlq_partition=0 dlq_offset=10 ")
+		require.Contains(t, b.out.String(), " key_omitted_bytes=")
+	})
+
 	t.Run("unknown partition", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

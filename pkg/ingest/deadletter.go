@@ -95,8 +95,10 @@ func (in *Ingestor) deadLetter(ctx context.Context, items []*item, why func(*ite
 // produce request for one oversized record, so its neighbours fail too:
 // each refused record is sent again alone. One that is still refused would
 // block its partition for good (nothing is skipped), so it is sent without
-// its value (dlq.OmitValue): the headers still say where the original is,
-// and the input topic keeps it for its retention.
+// its value (dlq.OmitValue), and if still refused (a large key or headers)
+// without the original's key and headers too (dlq.OmitOriginal): the
+// dead-letter headers still say where the original is, and the input
+// topic keeps it for its retention.
 func (in *Ingestor) produceLetters(ctx context.Context, items []*item, letters []record.Record) []error {
 	// Not cut short (nil): a cancelled produce may land all the same.
 	defer in.dlqHealth.calls.end(in.dlqHealth.calls.start(nil))
@@ -106,12 +108,22 @@ func (in *Ingestor) produceLetters(ctx context.Context, items []*item, letters [
 			continue
 		}
 		l := letters[i]
-		if errs[i] = in.deadLetters.ProduceBatch(ctx, []record.Record{l})[0]; !in.deadLetters.TooLarge(errs[i]) || len(l.Value) == 0 {
+		if errs[i] = in.deadLetters.ProduceBatch(ctx, []record.Record{l})[0]; !in.deadLetters.TooLarge(errs[i]) {
 			continue
 		}
-		in.logger.WarnContext(ctx, "dead-letter record too large for the DLQ topic; sending it without its value",
-			append(recordAttrs(items[i]), "err", errs[i])...)
-		errs[i] = in.deadLetters.ProduceBatch(ctx, []record.Record{dlq.OmitValue(l)})[0]
+		if len(l.Value) > 0 {
+			in.logger.WarnContext(ctx, "dead-letter record too large for the DLQ topic; sending it without its value",
+				append(recordAttrs(items[i]), "err", errs[i])...)
+			l = dlq.OmitValue(l)
+			if errs[i] = in.deadLetters.ProduceBatch(ctx, []record.Record{l})[0]; !in.deadLetters.TooLarge(errs[i]) {
+				continue
+			}
+		}
+		if bare, ok := dlq.OmitOriginal(l); ok {
+			in.logger.WarnContext(ctx, "dead-letter record too large for the DLQ topic without its value; sending it without its key and headers too",
+				append(recordAttrs(items[i]), "key_bytes", len(l.Key), "headers", len(items[i].rec().Headers), "err", errs[i])...)
+			errs[i] = in.deadLetters.ProduceBatch(ctx, []record.Record{bare})[0]
+		}
 	}
 	return errs
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pcp/route-processing/pkg/dlq"
+	"github.com/pcp/route-processing/pkg/record"
 	"github.com/pcp/route-processing/pkg/testenv"
 )
 
@@ -56,6 +57,60 @@ func TestDLQTooLargeIsDeadLetteredWithoutValue(t *testing.T) {
 	cat, _ := byKey["big"].Header(dlq.HeaderErrorCategory)
 	require.Equal(t, string(dlq.CategoryContract), cat, "the DLQ headers are kept")
 	require.Equal(t, `{"x":1}`, string(byKey["small"].Value))
+	require.NoError(t, r.stop(t))
+}
+
+// A record refused as too large even without its value (a large key, or
+// large headers, on a DLQ topic with the input topic's limit) must not
+// block its partition either: it is dead-lettered without the original's
+// key and headers too, with headers saying what was left out; a tombstone
+// with a large key as well.
+func TestDLQTooLargeKeyIsDeadLetteredWithoutIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1, "")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.bootstrap))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	limit := "2048"
+	_, err = kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, b.dlqTopic)
+	require.NoError(t, err)
+
+	bigKey := make([]byte, 3000) // random, so compression cannot shrink it under the limit
+	_, _ = rand.Read(bigKey)
+	sent := testenv.Produce(t, b.bootstrap, b.topic,
+		testenv.Record{Key: bigKey, Value: []byte(`{"x":1}`), Headers: []testenv.Header{{Key: "h1", Value: []byte("a")}, {Key: "h2", Value: []byte("b")}}},
+		testenv.Record{Key: bigKey}, // a tombstone
+		testenv.Record{Key: []byte("small"), Value: []byte(`{"x":1}`)},
+	)
+	r := b.start(t)
+
+	recs := testenv.Consume(t, b.bootstrap, b.dlqTopic, 3, 30*time.Second)
+	byOffset := map[int64]dlq.Info{}
+	var keys [][]byte
+	for _, rec := range recs {
+		hs := make([]record.Header, len(rec.Headers))
+		for i, h := range rec.Headers {
+			hs[i] = record.Header{Key: h.Key, Value: h.Value}
+		}
+		byOffset[dlq.Decode(hs).OriginalOffset] = dlq.Decode(hs)
+		keys = append(keys, rec.Key)
+		if dlq.Decode(hs).OriginalOffset == sent[0].Offset {
+			_, has := rec.Header("h1")
+			require.False(t, has, "the original headers are left out")
+		}
+	}
+	withValue, tombstone, small := byOffset[sent[0].Offset], byOffset[sent[1].Offset], byOffset[sent[2].Offset]
+	require.Equal(t, dlq.Info{OriginalTopic: b.topic, OriginalOffset: sent[0].Offset, ValueOmittedBytes: 7, KeyOmittedBytes: 3000, HeadersOmitted: 2},
+		dlq.Info{OriginalTopic: withValue.OriginalTopic, OriginalOffset: withValue.OriginalOffset,
+			ValueOmittedBytes: withValue.ValueOmittedBytes, KeyOmittedBytes: withValue.KeyOmittedBytes, HeadersOmitted: withValue.HeadersOmitted})
+	require.Equal(t, string(dlq.CategoryContract), string(withValue.Category), "the DLQ headers are kept")
+	require.Equal(t, 3000, tombstone.KeyOmittedBytes)
+	require.Zero(t, tombstone.ValueOmittedBytes, "a tombstone had no value to leave out")
+	require.True(t, tombstone.Incomplete())
+	require.False(t, small.Incomplete(), "its neighbour goes through whole")
+	require.ElementsMatch(t, [][]byte{nil, nil, []byte("small")}, keys)
 	require.NoError(t, r.stop(t))
 }
 
