@@ -70,7 +70,8 @@ func NewOutbox(pool *pgxpool.Pool) *Outbox {
 }
 
 // asyncCommit ends the WHERE of every lease statement (the claim, the
-// marks, the give-backs): its transaction commits without waiting for the
+// marks, the give-backs; the retry unless a row turns FAILED,
+// asyncCommitUnlessFailed): its transaction commits without waiting for the
 // WAL flush (synchronous_commit = off for that transaction only, so a
 // pooler's next client does not get it, and the ingestor's writes still
 // wait). It is an InitPlan, run once before the statement changes a row.

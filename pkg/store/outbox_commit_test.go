@@ -15,7 +15,7 @@ import (
 
 // TestOutboxLeaseStatementsCommitAsynchronously: each statement that
 // changes a lease turns synchronous_commit off for its own transaction,
-// and only for it. Each runs here in a pipeline with a read of the
+// and only for it, except a retry that turns a row FAILED. Each runs here in a pipeline with a read of the
 // setting, which PostgreSQL runs in the same implicit transaction, as the
 // relay's one-statement transactions are; the connection's next
 // transaction has the server's setting again (a pooler hands it to the
@@ -51,18 +51,22 @@ func TestOutboxLeaseStatementsCommitAsynchronously(t *testing.T) {
 		name string
 		sql  string
 		args func() []any
+		// inTx is synchronous_commit in the statement's transaction.
+		inTx string
 		// counts: the statement returns how many rows it changed
 		// instead of its command tag saying so.
 		counts bool
 	}{
 		{"claim", store.ClaimSQL, func() []any {
 			return []any{2, time.Minute.Microseconds(), pgtype.UUID{Bytes: uuid.New(), Valid: true}, 0, noBound}
-		}, false},
-		{"mark", store.MarkPublishedSQL, func() []any { ids, tokens := leases(); return []any{ids, tokens[0]} }, false},
-		{"retry", store.RetrySQL, func() []any { ids, tokens := leases(); return []any{ids, tokens, errs, delays, 5} }, false},
-		{"release", store.ReleaseSQL, func() []any { ids, tokens := leases(); return []any{ids, tokens} }, true},
-		{"postpone", store.PostponeSQL, func() []any { ids, tokens := leases(); return []any{ids, tokens, errs, delays} }, true},
-		{"give back claims", store.ReleaseTokensSQL, func() []any { _, tokens := leases(); return []any{tokens, noBound} }, false},
+		}, "off", false},
+		{"mark", store.MarkPublishedSQL, func() []any { ids, tokens := leases(); return []any{ids, tokens[0]} }, "off", false},
+		{"retry", store.RetrySQL, func() []any { ids, tokens := leases(); return []any{ids, tokens, errs, delays, 5} }, "off", false},
+		// FAILED is logged and counted as final: it waits for the flush.
+		{"retry to FAILED", store.RetrySQL, func() []any { ids, tokens := leases(); return []any{ids, tokens, errs, delays, 1} }, server, false},
+		{"release", store.ReleaseSQL, func() []any { ids, tokens := leases(); return []any{ids, tokens} }, "off", true},
+		{"postpone", store.PostponeSQL, func() []any { ids, tokens := leases(); return []any{ids, tokens, errs, delays} }, "off", true},
+		{"give back claims", store.ReleaseTokensSQL, func() []any { _, tokens := leases(); return []any{tokens, noBound} }, "off", false},
 	} {
 		batch := &pgx.Batch{}
 		batch.Queue(st.sql, st.args()...)
@@ -80,7 +84,7 @@ func TestOutboxLeaseStatementsCommitAsynchronously(t *testing.T) {
 		var inTx string
 		require.NoError(t, br.QueryRow().Scan(&inTx), st.name)
 		require.NoError(t, br.Close(), st.name)
-		require.Equal(t, "off", inTx, "%s: synchronous_commit in its transaction", st.name)
+		require.Equal(t, st.inTx, inTx, "%s: synchronous_commit in its transaction", st.name)
 
 		var after string
 		require.NoError(t, conn.QueryRow(ctx, `select current_setting('synchronous_commit')`).Scan(&after), st.name)

@@ -138,7 +138,7 @@ with r as (
         locked_until = null, updated_at = now()
     from r
     where o.id = r.id and o.lock_token = r.token and o.locked_until is not null
-      and ` + asyncCommit + `
+      and ` + asyncCommitUnlessFailed + `
     returning o.id, o.status, o.attempts, o.next_attempt_at
 )
 select id, status, attempts, next_attempt_at from counted
@@ -146,6 +146,19 @@ union all
 select o.id, o.status, o.attempts, o.next_attempt_at
 from route_passport_outbox o join r on o.id = r.id and o.lock_token = r.token
 where ` + endedByLease
+
+// asyncCommitUnlessFailed is asyncCommit for retrySQL, unless one of its
+// rows turns FAILED: then the transaction keeps the server's setting. The
+// relay logs a FAILED row as failed for good and counts it, and an
+// operator may requeue it; a crash or failover that lost the mark would
+// bring it back PENDING and leased, to be published after all (measured:
+// claim, Retry to FAILED, pg_ctl stop -m immediate within the WAL
+// writer's delay, and the row came back PENDING with 0 attempts). An
+// attempt that leaves its row PENDING still commits asynchronously.
+const asyncCommitUnlessFailed = `(select set_config('synchronous_commit',
+    case when exists (select 1 from route_passport_outbox f join r on f.id = r.id and f.lock_token = r.token
+                      where f.locked_until is not null and f.attempts + 1 >= $5)
+         then current_setting('synchronous_commit') else 'off' end, true)) is not null`
 
 // Retry records failed publishes in one statement: attempts + 1, last_error,
 // max_attempts = maxAttempts (the relay's setting is authoritative), and
