@@ -265,6 +265,15 @@ func TestKafkaToolNeedsNoDatabase(t *testing.T) {
 	require.ErrorContains(t, err, "KAFKA_BOOTSTRAP_SERVERS")
 }
 
+// An empty property variable counts as unset, as every variable does.
+func TestKafkaPropertiesEmptyIsUnset(t *testing.T) {
+	t.Parallel()
+	c, err := LoadIngestor(env("KAFKA_PROPERTY_LINGER_MS=", "KAFKA_PROPERTY_SECURITY_PROTOCOL=SASL_SSL", "KAFKA_CONSUMER_PROPERTY_SESSION_TIMEOUT_MS="))
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"security.protocol": "SASL_SSL"}, c.KafkaProperties)
+	require.Equal(t, map[string]string{"security.protocol": "SASL_SSL"}, c.ConsumerProperties())
+}
+
 func TestKafkaPropertiesPerClient(t *testing.T) {
 	t.Parallel()
 	c, err := LoadIngestor(env(

@@ -329,8 +329,11 @@ func (r *reader) duration(name string, def time.Duration, zeroOK bool) time.Dura
 func (r *reader) kafkaProperties(prefix string) map[string]string {
 	props := map[string]string{}
 	var keys []string
-	for k := range r.env {
-		if strings.HasPrefix(k, prefix) {
+	for k, v := range r.env {
+		// Empty counts as unset, as for every variable: librdkafka
+		// refused "" for most properties, and a chart value left empty
+		// made the process exit.
+		if strings.HasPrefix(k, prefix) && v != "" {
 			keys = append(keys, k)
 		}
 	}
