@@ -5,14 +5,14 @@ import "time"
 // Backoff is the delay before the next publish of a row that has failed
 // attempts times (attempts ≥ 1; smaller values count as 1):
 //
-//	min(initial · 2^(attempts−1), max) · (1 + jitter·r)
+//	min(d · (1 + jitter·r), max), d = min(initial · 2^(attempts−1), max)
 //
 // jitter is the largest extra fraction (clamped to [0, 1]) and r a random
-// number in [0, 1) (clamped), so the result lies in [d, d·(1+jitter)] where d
-// is the capped exponential delay. Jitter only ever adds: a row is never
-// retried sooner than the formula says, and relays that failed together do
-// not retry in lock step. It never overflows and never returns a negative
-// duration.
+// number in [0, 1) (clamped). Jitter only ever adds, and max caps the
+// result (contract §5: OUTBOX_MAX_BACKOFF is the cap of the retry delay):
+// a row is never retried sooner than d nor later than max, and relays that
+// failed together do not retry in lock step below the cap. It never
+// overflows and never returns a negative duration.
 func Backoff(attempts int, initial, max time.Duration, jitter, r float64) time.Duration {
 	d := capped(attempts, initial, max)
 	if d <= 0 {
@@ -24,7 +24,7 @@ func Backoff(attempts int, initial, max time.Duration, jitter, r float64) time.D
 	if extra < 0 || d+extra < d { // overflow guard for durations near MaxInt64
 		return d
 	}
-	return d + extra
+	return min(d+extra, max)
 }
 
 // capped is min(initial · 2^(attempts−1), max) without overflow.
