@@ -16,10 +16,12 @@ const brokerProbeEvery = time.Second
 
 // watchBrokers keeps the "kafka" readiness component current until ctx
 // ends. The consumer itself rides out broker outages, but an operator (and
-// Kubernetes) should see that nothing can be consumed. Each probe waits
-// probeTimeout, longer on a link slower than that and twice as long after
-// each probe in a row without an answer (backoff.Patience, up to
-// probeWaitMax), so a slow link that works is not reported down for good.
+// Kubernetes) should see that nothing can be consumed: no broker answers,
+// the input topic is missing, or the brokers that answer are not those the
+// consumer needs (linkReporter). Each probe waits probeTimeout, longer on
+// a link slower than that and twice as long after each probe in a row
+// without an answer (backoff.Patience, up to probeWaitMax), so a slow link
+// that works is not reported down for good.
 func (in *Ingestor) watchBrokers(ctx context.Context) {
 	patience := backoff.NewPatience(probeTimeout, probeWaitMax)
 	probe := func(ctx context.Context) error {
@@ -38,6 +40,12 @@ func (in *Ingestor) watchBrokers(ctx context.Context) {
 			state, reason = brokersWithoutTopic, "input "+topicErr.Error()
 		case err != nil:
 			state, reason = brokersUnreachable, "brokers unreachable: "+err.Error()
+		default:
+			if lr, ok := in.consumer.(linkReporter); ok {
+				if p := lr.LinkProblem(); p != "" {
+					state, reason = brokersLacking, p
+				}
+			}
 		}
 		// The reason names the probe's wait, which grows while the brokers
 		// stay away: one line per change of state, not of reason. The line
@@ -50,6 +58,8 @@ func (in *Ingestor) watchBrokers(ctx context.Context) {
 				in.logger.WarnContext(ctx, "kafka: the brokers answer without the input topic; nothing is consumed", "err", err)
 			case brokersUnreachable:
 				in.logger.WarnContext(ctx, "kafka unreachable; records wait in the topic", "err", err)
+			case brokersLacking:
+				in.logger.WarnContext(ctx, "kafka: a broker answers, but not the ones this consumer needs; records wait in the topic", "problem", reason)
 			default:
 				in.logger.InfoContext(ctx, "kafka reachable")
 			}
@@ -69,4 +79,15 @@ const (
 	brokersUp
 	brokersUnreachable
 	brokersWithoutTopic
+	brokersLacking // a broker answers, but not the coordinator or a leader the consumer needs
 )
+
+// linkReporter is a Consumer that can tell, from its client's own
+// connections, that a broker answers the probe but not the ones it needs
+// (its group's coordinator, its partitions' leaders); *kafkax.Consumer
+// implements it.
+type linkReporter interface {
+	// LinkProblem says what has been lacking for a while, "" when
+	// nothing.
+	LinkProblem() string
+}

@@ -48,6 +48,8 @@ type Consumer struct {
 	// librdkafka repeats a transport error many times a second while a
 	// broker is down; each code is logged once every errEvery.
 	errs repeats
+	// health reads librdkafka's statistics (LinkProblem).
+	health *linkHealth
 
 	// A paused partition gets no fetch responses, so librdkafka's cached
 	// high watermark stops moving (a backlog built during an outage would
@@ -114,6 +116,8 @@ func NewConsumer(logger *slog.Logger, cfg ConsumerConfig) (*Consumer, error) {
 		// collector pauses for microseconds and librdkafka heartbeats from
 		// a thread of its own (every 3 s), so 10 s, Kafka's earlier default.
 		"session.timeout.ms": int(SessionTimeout.Milliseconds()),
+		// For LinkProblem (linkhealth.go).
+		"statistics.interval.ms": int(statsInterval.Milliseconds()),
 	}, consumerEnforced(cfg))
 	stopLogs := bridgeLogs(logger, m, "consumer")
 	c, err := kafka.NewConsumer(&m)
@@ -121,8 +125,14 @@ func NewConsumer(logger *slog.Logger, cfg ConsumerConfig) (*Consumer, error) {
 		stopLogs()
 		return nil, createError("kafka consumer", err)
 	}
-	return &Consumer{logger: logger, topic: cfg.Topic, c: c, stopLogs: stopLogs}, nil
+	return &Consumer{logger: logger, topic: cfg.Topic, c: c, stopLogs: stopLogs, health: &linkHealth{topic: cfg.Topic}}, nil
 }
+
+// LinkProblem says what the consumer has lacked for 10 s while a broker
+// still answers its probes: its group's coordinator, or the leader of one
+// of its assigned partitions (linkhealth.go); "" when nothing. It is read
+// from the statistics Poll receives.
+func (c *Consumer) LinkProblem() string { return c.health.problem() }
 
 // Subscribe joins the group. The functions are called from inside Poll, on
 // the polling goroutine, when the group hands partitions to this member or
@@ -207,6 +217,9 @@ func (c *Consumer) Poll(timeout time.Duration) (*record.Record, error) {
 		}
 		r := toRecord(c.topic, e)
 		return &r, nil
+	case *kafka.Stats:
+		c.health.observe(time.Now(), e.String())
+		return nil, nil
 	case kafka.Error:
 		if e.IsFatal() {
 			return nil, fmt.Errorf("kafka consumer: %w", e)

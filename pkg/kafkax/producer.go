@@ -33,7 +33,14 @@ type Producer struct {
 	closed bool
 	// stopLogs ends each client's log bridge once that client is closed.
 	stopLogs map[*kafka.Producer]func()
+	// health reads the current client's statistics (LinkProblem).
+	health *linkHealth
 }
+
+// LinkProblem says what the producer has lacked for 10 s while a broker
+// still answers its probes: the leader of a partition it has produced to
+// lately (linkhealth.go); "" when nothing.
+func (pr *Producer) LinkProblem() string { return pr.health.problem() }
 
 // client is a librdkafka producer with the count of calls using it.
 type client struct {
@@ -119,7 +126,7 @@ func NewProducer(logger *slog.Logger, cfg ProducerConfig) (*Producer, error) {
 	if cfg.DeliveryTimeout <= 0 {
 		cfg.DeliveryTimeout = 30 * time.Second
 	}
-	pr := &Producer{logger: logger, cfg: cfg, stopLogs: map[*kafka.Producer]func(){}}
+	pr := &Producer{logger: logger, cfg: cfg, stopLogs: map[*kafka.Producer]func(){}, health: &linkHealth{}}
 	p, err := pr.newClient()
 	if err != nil {
 		return nil, err
@@ -139,6 +146,8 @@ func (pr *Producer) newClient() (*kafka.Producer, error) {
 		// limit would fail locally; the topic's max.message.bytes is the
 		// limit that matters.
 		"message.max.bytes": 16 << 20,
+		// For LinkProblem (linkhealth.go).
+		"statistics.interval.ms": int(statsInterval.Milliseconds()),
 	}, producerEnforced(pr.cfg))
 	stopLogs := bridgeLogs(pr.logger, m, "producer")
 	p, err := kafka.NewProducer(&m)
@@ -147,7 +156,7 @@ func (pr *Producer) newClient() (*kafka.Producer, error) {
 		return nil, createError("kafka producer", err)
 	}
 	pr.stopLogs[p] = stopLogs // callers hold pr.mu or own pr exclusively
-	go pr.drainEvents(p.Events())
+	go pr.drainEvents(p.Events(), pr.health)
 	return p, nil
 }
 
@@ -169,8 +178,12 @@ func (pr *Producer) closeClient(c *client) {
 
 // drainEvents logs client-level events (connection errors, fatal errors);
 // the channel is closed by the client's Close.
-func (pr *Producer) drainEvents(events chan kafka.Event) {
+func (pr *Producer) drainEvents(events chan kafka.Event, health *linkHealth) {
 	for ev := range events {
+		if st, ok := ev.(*kafka.Stats); ok {
+			health.observe(time.Now(), st.String())
+			continue
+		}
 		if kerr, ok := ev.(kafka.Error); ok {
 			lvl := slog.LevelDebug // transport errors repeat per reconnect; librdkafka logs them too
 			if kerr.IsFatal() {

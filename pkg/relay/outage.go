@@ -44,6 +44,18 @@ func (r *Relay) confirmOutage(ctx context.Context, cause error) error {
 	return err
 }
 
+// linkReporter is a Publisher that can tell, from its client's own
+// connections, that a broker answers the probe but not the leader of a
+// partition it has records for (their rows are postponed over and over
+// while deliveries to the other partitions keep the relay from probing);
+// *kafkax.Producer implements it. watchKafka reads it every
+// idleProbeEvery.
+type linkReporter interface {
+	// LinkProblem says what has been lacking for a while, "" when
+	// nothing.
+	LinkProblem() string
+}
+
 // idleProbeEvery is how often the relay probes the cluster while no batch
 // has been delivered for as long: without it an idle relay (the ingestor
 // behind the same dead link writes nothing) would stay ready through a
@@ -54,7 +66,8 @@ const idleProbeEvery = time.Second
 
 // watchKafka probes the cluster at start, and again after every outage a
 // worker confirms, until a broker answers, and probes an idle relay's
-// cluster every idleProbeEvery; it runs for as long as Run.
+// cluster every idleProbeEvery, when it also reads what the producer lacks
+// (linkReporter); it runs for as long as Run.
 func (r *Relay) watchKafka(ctx context.Context) {
 	r.probe(ctx, false)
 	idle := time.NewTicker(idleProbeEvery)
@@ -70,6 +83,9 @@ func (r *Relay) watchKafka(ctx context.Context) {
 			// not follow the cluster (setKafkaReady), so no idle check.
 			if !r.kafkaDown.Load() && !r.paused.Load() && time.Since(time.Unix(0, r.lastDelivery.Load())) >= idleProbeEvery {
 				_ = r.confirmOutage(ctx, errors.New("idle check: no batch delivered lately"))
+			}
+			if lr, ok := r.pub.(linkReporter); ok {
+				r.setKafkaLack(ctx, lr.LinkProblem())
 			}
 		}
 	}

@@ -1,6 +1,8 @@
 package relay
 
 import (
+	"context"
+
 	"github.com/pcp/route-processing/pkg/obs"
 )
 
@@ -53,20 +55,45 @@ func (r *Relay) setKafkaReady(err error) {
 	r.kafkaMu.Lock()
 	defer r.kafkaMu.Unlock()
 	r.kafkaErr = err
-	if r.paused.Load() {
-		err = nil
+	r.showKafkaLocked()
+}
+
+// setKafkaLack records what the producer has lacked while a broker
+// answers the probes (the leader of a partition it has records for;
+// linkReporter), "" when nothing, and logs each change.
+func (r *Relay) setKafkaLack(ctx context.Context, lack string) {
+	r.kafkaMu.Lock()
+	defer r.kafkaMu.Unlock()
+	if lack == r.kafkaLack {
+		return
 	}
-	reason := ""
-	if err != nil {
-		reason = err.Error()
+	switch {
+	case lack != "":
+		r.logger.WarnContext(ctx, "kafka: a broker answers, but not the leaders of some partitions; their rows are postponed until it does", "problem", lack)
+	default:
+		r.logger.InfoContext(ctx, "kafka: the partitions' leaders are reachable again")
 	}
-	r.setReady(ComponentKafka, reason)
+	r.kafkaLack = lack
+	r.showKafkaLocked()
 }
 
 // showKafkaReady applies the pause flag to the recorded cluster state.
 func (r *Relay) showKafkaReady() {
 	r.kafkaMu.Lock()
-	err := r.kafkaErr
-	r.kafkaMu.Unlock()
-	r.setKafkaReady(err)
+	defer r.kafkaMu.Unlock()
+	r.showKafkaLocked()
+}
+
+// showKafkaLocked shows the recorded cluster state (a probe's error
+// first, then what the producer lacks) as the "kafka" component, or ready
+// while paused; r.kafkaMu is held.
+func (r *Relay) showKafkaLocked() {
+	reason := r.kafkaLack
+	if r.kafkaErr != nil {
+		reason = r.kafkaErr.Error()
+	}
+	if r.paused.Load() {
+		reason = ""
+	}
+	r.setReady(ComponentKafka, reason)
 }

@@ -46,9 +46,11 @@ type Relay struct {
 
 	paused atomic.Bool
 	// kafkaErr is the cluster's state for readiness (nil: a broker
-	// answers), shown unless paused (setKafkaReady).
+	// answers), and kafkaLack what the producer lacks while one does;
+	// shown unless paused (setKafkaReady, setKafkaLack).
 	kafkaMu        sync.Mutex
 	kafkaErr       error
+	kafkaLack      string // what the producer has lacked while a broker answers (setKafkaLack)
 	kafkaDown      atomic.Bool
 	probing        sync.Mutex    // one outage confirmation at a time
 	outage         chan struct{} // a confirmed outage, for the prober (outage.go)

@@ -1,0 +1,197 @@
+package kafkax
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The metadata probes ask whether any broker answers. A client needs more:
+// the consumer its group's coordinator and the leaders of its partitions,
+// the producer the leaders of the partitions it produces to. When the
+// broker that answers the probe is not one of those (the link to one
+// broker drops every packet, or the coordinator is not available), the
+// probe passes while nothing is consumed or published. librdkafka's
+// statistics say what each client has of the brokers it needs; linkHealth
+// reads them.
+
+// statsInterval is how often librdkafka emits its statistics
+// (statistics.interval.ms; an operator may change it, 0 turns the check
+// off). A few kilobytes of JSON a second is nothing to parse.
+const statsInterval = time.Second
+
+// linkGrace is how long a problem lasts before it is reported: a leader
+// election or a coordinator's move takes seconds, and readiness should
+// not come and go with each.
+const linkGrace = 10 * time.Second
+
+// linkHealth keeps, from a client's statistics, what it needs of the
+// cluster and has lacked for linkGrace.
+type linkHealth struct {
+	// topic is the consumer's topic, whose assigned partitions' leaders it
+	// needs; "" for a producer, which needs the leaders of the partitions
+	// it has produced to within linkGrace (records queued, or sent again
+	// after a wait, as the relay's postponed rows are).
+	topic string
+
+	mu       sync.Mutex
+	problems map[string]*linkProblem // by what each is about
+	produced map[string]produced     // a producer's partitions, by key
+	report   string
+}
+
+// produced is a producer's count of records for a partition and when it
+// last grew.
+type produced struct {
+	msgs int64
+	at   time.Time
+}
+
+// linkProblem is something the client needs and lacks, since when, and
+// when the statistics last showed it needed: one no longer needed (the
+// partition revoked, nothing produced to it within linkGrace) is dropped
+// linkGrace after, unresolved, as nothing more is known of it.
+type linkProblem struct {
+	text        string
+	since, seen time.Time
+}
+
+// rdStats is the part of librdkafka's statistics JSON (STATISTICS.md)
+// that linkHealth reads.
+type rdStats struct {
+	Brokers map[string]rdBroker `json:"brokers"`
+	Topics  map[string]struct {
+		Partitions map[string]rdPartition `json:"partitions"`
+	} `json:"topics"`
+	Cgrp *struct {
+		State string `json:"state"`
+	} `json:"cgrp"`
+}
+
+type rdBroker struct {
+	NodeID int32  `json:"nodeid"`
+	State  string `json:"state"`
+}
+
+type rdPartition struct {
+	Partition int32 `json:"partition"`
+	Leader    int32 `json:"leader"`
+	Desired   bool  `json:"desired"`
+	// Msgs is a producer's count of records produced to the partition
+	// (transmitted or not). The queue counts (msgq_cnt, xmit_msgq_cnt)
+	// were seen at 0 while a record waited for an unreachable leader.
+	Msgs int64 `json:"msgs"`
+}
+
+// brokerUp is librdkafka's state of a broker connection that works
+// (UPDATE: up, its metadata being refreshed).
+func brokerUp(state string) bool { return state == "UP" || state == "UPDATE" }
+
+// observe reads one statistics event.
+func (h *linkHealth) observe(now time.Time, statsJSON string) {
+	var st rdStats
+	if err := json.Unmarshal([]byte(statsJSON), &st); err != nil {
+		return // not what STATISTICS.md describes: no verdict rather than a wrong one
+	}
+	// Each problem by what it is about, so that its grace runs through
+	// the states a connection cycles through (DOWN, CONNECT, …), with what
+	// the latest statistics say of it; "" for what they show working.
+	seen := map[string]string{}
+	if st.Cgrp != nil {
+		seen["group"] = ""
+		if st.Cgrp.State != "up" {
+			seen["group"] = fmt.Sprintf("the consumer group's coordinator is not reachable (librdkafka group state %q)", st.Cgrp.State)
+		}
+	}
+	states := map[int32]string{}
+	for _, b := range st.Brokers {
+		if b.NodeID >= 0 {
+			states[b.NodeID] = b.State
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for topic, t := range st.Topics {
+		for _, p := range t.Partitions {
+			if p.Partition < 0 {
+				continue // librdkafka's queue of records not yet given a partition
+			}
+			key := fmt.Sprintf("%s[%d]", topic, p.Partition)
+			if !h.needsLocked(now, key, topic, p) {
+				continue
+			}
+			switch state, known := states[p.Leader]; {
+			case p.Leader < 0:
+				seen[key] = key + " has no leader"
+			case !known:
+				seen[key] = fmt.Sprintf("%s: its leader, broker %d, is not connected", key, p.Leader)
+			case !brokerUp(state):
+				seen[key] = fmt.Sprintf("%s: its leader, broker %d, is not reachable (connection state %s)", key, p.Leader, state)
+			default:
+				seen[key] = ""
+			}
+		}
+	}
+
+	if h.problems == nil {
+		h.problems = map[string]*linkProblem{}
+	}
+	for key, text := range seen {
+		switch p := h.problems[key]; {
+		case text == "":
+			delete(h.problems, key)
+		case p == nil:
+			h.problems[key] = &linkProblem{text: text, since: now, seen: now}
+		default:
+			p.text, p.seen = text, now
+		}
+	}
+	var lasting []string
+	for key, p := range h.problems {
+		switch {
+		case now.Sub(p.seen) >= linkGrace:
+			// Not needed for as long (nothing produced to the
+			// partition lately, the partition revoked): what became of
+			// it is not known.
+			delete(h.problems, key)
+		case now.Sub(p.since) >= linkGrace:
+			lasting = append(lasting, p.text)
+		}
+	}
+	slices.Sort(lasting)
+	if len(lasting) > 3 {
+		lasting = append(lasting[:3], fmt.Sprintf("and %d more", len(lasting)-3))
+	}
+	h.report = strings.Join(lasting, "; ")
+}
+
+// needsLocked reports whether the client needs the partition's leader:
+// the consumer for its assigned partitions, the producer for those it
+// produced to within linkGrace. h.mu is held.
+func (h *linkHealth) needsLocked(now time.Time, key, topic string, p rdPartition) bool {
+	if h.topic != "" {
+		return topic == h.topic && p.Desired
+	}
+	if h.produced == nil {
+		h.produced = map[string]produced{}
+	}
+	last, ok := h.produced[key]
+	if !ok || p.Msgs != last.msgs {
+		last = produced{msgs: p.Msgs, at: now}
+		if !ok {
+			last.at = time.Time{} // records produced before the first statistics: not known when
+		}
+		h.produced[key] = last
+	}
+	return now.Sub(last.at) < linkGrace
+}
+
+// problem is what the client has lacked for linkGrace, "" when nothing.
+func (h *linkHealth) problem() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.report
+}

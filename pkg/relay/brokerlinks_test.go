@@ -1,0 +1,83 @@
+package relay_test
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/pcp/route-processing/pkg/outbox"
+	"github.com/pcp/route-processing/pkg/relay"
+	"github.com/pcp/route-processing/pkg/relay/relaytest"
+)
+
+// TestNotReadyWhileAPartitionsLeaderIsUnreachable: the link to one broker
+// drops every request while the other answers the probes. Rows for the
+// partition that broker leads are postponed over and over, and deliveries
+// to the other broker's partition keep the relay from probing: /readyz
+// says so, naming the partition and its leader, once that has lasted the
+// grace, and is 200 again once the leader answers and the rows are
+// published.
+func TestNotReadyWhileAPartitionsLeaderIsUnreachable(t *testing.T) {
+	t.Parallel()
+	const cutOff, fine = "links-cut", "links-fine"
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.Ports(0, 0), kfake.SeedTopics(1, cutOff, fine))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	require.NoError(t, c.MoveTopicPartition(cutOff, 0, 1))
+	require.NoError(t, c.MoveTopicPartition(fine, 0, 0))
+	var down atomic.Bool
+	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if down.Load() && c.CurrentNode() == 1 {
+			return nil, errors.New("broker 1 cut off"), true
+		}
+		return nil, nil, false
+	})
+	b := setup(t, strings.Join(c.ListenAddrs(), ","))
+	rr := b.start(t, relay.Config{PollInterval: 200 * time.Millisecond, PublishTimeout: 3 * time.Second})
+	relaytest.MustInsert(t, b.pool, outbox.Event{Topic: cutOff}, outbox.Event{Topic: fine})
+	eventually(t, 20*time.Second, "both rows published", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 2 })
+	require.Equal(t, http.StatusOK, rr.readyz(t))
+
+	down.Store(true)
+	cut := time.Now()
+	relaytest.MustInsert(t, b.pool, outbox.Event{Topic: cutOff})
+	stopFine, fineDone := make(chan struct{}), make(chan struct{})
+	go func() { // deliveries elsewhere go on
+		defer close(fineDone)
+		for {
+			select {
+			case <-stopFine:
+				return
+			case <-time.After(300 * time.Millisecond):
+				relaytest.MustInsert(t, b.pool, outbox.Event{Topic: fine})
+			}
+		}
+	}()
+	stopInserting := sync.OnceFunc(func() { close(stopFine); <-fineDone })
+	defer stopInserting()
+	var body string
+	want := cutOff + "[0]: its leader, broker 1, is not"
+	eventually(t, 30*time.Second, "not ready, naming the leader of "+cutOff+", while it is cut off", func() bool {
+		var code int
+		code, body = rr.readyzBody(t)
+		return code != http.StatusOK && strings.Contains(body, want)
+	})
+	stopInserting()
+	t.Logf("figures: not ready, naming it, %.1fs after broker 1 was cut off: %s", time.Since(cut).Seconds(), body)
+
+	down.Store(false)
+	back := time.Now()
+	eventually(t, 30*time.Second, "ready again, every row published", func() bool {
+		return rr.readyz(t) == http.StatusOK && relaytest.Count(t, b.pool, outbox.StatusPending) == 0
+	})
+	t.Logf("figures: ready %.1fs after broker 1 answered again", time.Since(back).Seconds())
+}
