@@ -207,6 +207,20 @@ func (c *Consumer) tps(partitions []int32, offsets map[int32]int64) []kafka.Topi
 // fatal for the consumer.
 func (c *Consumer) Poll(timeout time.Duration) (*record.Record, error) {
 	ev := c.c.Poll(int(timeout.Milliseconds()))
+	// A statistics event is no answer to the caller, who takes an empty
+	// return for "caught up": poll on for the rest of the timeout.
+	for deadline := time.Now().Add(timeout); ; {
+		st, ok := ev.(*kafka.Stats)
+		if !ok {
+			break
+		}
+		c.health.observe(time.Now(), st.String())
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, nil
+		}
+		ev = c.c.Poll(int(left.Milliseconds()))
+	}
 	switch e := ev.(type) {
 	case nil:
 		return nil, nil
@@ -217,9 +231,6 @@ func (c *Consumer) Poll(timeout time.Duration) (*record.Record, error) {
 		}
 		r := toRecord(c.topic, e)
 		return &r, nil
-	case *kafka.Stats:
-		c.health.observe(time.Now(), e.String())
-		return nil, nil
 	case kafka.Error:
 		if e.IsFatal() {
 			return nil, fmt.Errorf("kafka consumer: %w", e)

@@ -1,6 +1,7 @@
 package kafkax
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -31,11 +32,13 @@ const linkGrace = 10 * time.Second
 // linkHealth keeps, from a client's statistics, what it needs of the
 // cluster and has lacked for linkGrace.
 type linkHealth struct {
-	// topic is the consumer's topic, whose assigned partitions' leaders it
-	// needs; "" for a producer, which needs the leaders of the partitions
-	// it has produced to within linkGrace (records queued, or sent again
-	// after a wait, as the relay's postponed rows are).
-	topic string
+	// topic is the consumer's topic, whose assigned partitions' brokers
+	// it needs; "" for a producer, which needs the leaders of the
+	// partitions it has produced to within needFor (a record waits for
+	// its leader up to the delivery timeout, and the relay sends a
+	// postponed row again a moment after; linkGrace when 0).
+	topic   string
+	needFor time.Duration
 
 	mu       sync.Mutex
 	problems map[string]*linkProblem // by what each is about
@@ -52,7 +55,7 @@ type produced struct {
 
 // linkProblem is something the client needs and lacks, since when, and
 // when the statistics last showed it needed: one no longer needed (the
-// partition revoked, nothing produced to it within linkGrace) is dropped
+// partition revoked, nothing produced to it within needFor) is dropped
 // linkGrace after, unresolved, as nothing more is known of it.
 type linkProblem struct {
 	text        string
@@ -79,7 +82,10 @@ type rdBroker struct {
 type rdPartition struct {
 	Partition int32 `json:"partition"`
 	Leader    int32 `json:"leader"`
-	Desired   bool  `json:"desired"`
+	// Broker is the broker the partition is fetched from (a follower
+	// with client.rack set) or produced to; -1 while none is.
+	Broker  int32 `json:"broker"`
+	Desired bool  `json:"desired"`
 	// Msgs is a producer's count of records produced to the partition
 	// (transmitted or not). The queue counts (msgq_cnt, xmit_msgq_cnt)
 	// were seen at 0 while a record waited for an unreachable leader.
@@ -87,14 +93,19 @@ type rdPartition struct {
 }
 
 // brokerUp is librdkafka's state of a broker connection that works
-// (UPDATE: up, its metadata being refreshed).
+// (UPDATE: the same in librdkafka releases before 2.x; 2.11 has UP only).
 func brokerUp(state string) bool { return state == "UP" || state == "UPDATE" }
 
 // observe reads one statistics event.
 func (h *linkHealth) observe(now time.Time, statsJSON string) {
 	var st rdStats
 	if err := json.Unmarshal([]byte(statsJSON), &st); err != nil {
-		return // not what STATISTICS.md describes: no verdict rather than a wrong one
+		// Not what STATISTICS.md describes: no verdict rather than a
+		// wrong one, nor an old one kept.
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.problems, h.report = nil, ""
+		return
 	}
 	// Each problem by what it is about, so that its grace runs through
 	// the states a connection cycles through (DOWN, CONNECT, …), with what
@@ -123,13 +134,17 @@ func (h *linkHealth) observe(now time.Time, statsJSON string) {
 			if !h.needsLocked(now, key, topic, p) {
 				continue
 			}
-			switch state, known := states[p.Leader]; {
-			case p.Leader < 0:
+			id, which := p.Broker, "broker"
+			if id < 0 || id == p.Leader {
+				id, which = p.Leader, "leader"
+			}
+			switch state, known := states[id]; {
+			case id < 0:
 				seen[key] = key + " has no leader"
 			case !known:
-				seen[key] = fmt.Sprintf("%s: its leader, broker %d, is not connected", key, p.Leader)
+				seen[key] = fmt.Sprintf("%s: its %s, broker %d, is not connected", key, which, id)
 			case !brokerUp(state):
-				seen[key] = fmt.Sprintf("%s: its leader, broker %d, is not reachable (connection state %s)", key, p.Leader, state)
+				seen[key] = fmt.Sprintf("%s: its %s, broker %d, is not reachable (connection state %s)", key, which, id, state)
 			default:
 				seen[key] = ""
 			}
@@ -168,9 +183,9 @@ func (h *linkHealth) observe(now time.Time, statsJSON string) {
 	h.report = strings.Join(lasting, "; ")
 }
 
-// needsLocked reports whether the client needs the partition's leader:
+// needsLocked reports whether the client needs the partition's broker:
 // the consumer for its assigned partitions, the producer for those it
-// produced to within linkGrace. h.mu is held.
+// produced to within needFor. h.mu is held.
 func (h *linkHealth) needsLocked(now time.Time, key, topic string, p rdPartition) bool {
 	if h.topic != "" {
 		return topic == h.topic && p.Desired
@@ -186,7 +201,7 @@ func (h *linkHealth) needsLocked(now time.Time, key, topic string, p rdPartition
 		}
 		h.produced[key] = last
 	}
-	return now.Sub(last.at) < linkGrace
+	return now.Sub(last.at) < cmp.Or(h.needFor, linkGrace)
 }
 
 // problem is what the client has lacked for linkGrace, "" when nothing.

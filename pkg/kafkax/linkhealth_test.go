@@ -2,6 +2,7 @@ package kafkax
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,10 +23,10 @@ func statsJSON(group, broker2 string, leader1 int32, desired1 bool, msgs1 int) s
   "h:9093/1":{"name":"h:9093/1","nodeid":1,"state":"UP"},
   "h:9094/2":{"name":"h:9094/2","nodeid":2,"state":%q}},
  "topics":{"t":{"topic":"t","partitions":{
-  "-1":{"partition":-1,"leader":-1,"desired":false,"msgs":9},
-  "0":{"partition":0,"leader":1,"desired":true,"msgs":0},
-  "1":{"partition":1,"leader":%d,"desired":%t,"msgs":%d}}}}%s}`,
-		broker2, leader1, desired1, msgs1, cgrp)
+  "-1":{"partition":-1,"broker":-1,"leader":-1,"desired":false,"msgs":9},
+  "0":{"partition":0,"broker":1,"leader":1,"desired":true,"msgs":0},
+  "1":{"partition":1,"broker":%d,"leader":%d,"desired":%t,"msgs":%d}}}}%s}`,
+		broker2, leader1, leader1, desired1, msgs1, cgrp)
 }
 
 // TestLinkHealth: a problem is reported once it has lasted linkGrace, and
@@ -75,18 +76,32 @@ func TestLinkHealth(t *testing.T) {
 	producer.observe(t0.Add(2*time.Minute+linkGrace+time.Second), statsJSON("", "DOWN", 7, false, 8))
 	require.Equal(t, "t[1]: its leader, broker 7, is not connected", producer.problem())
 
-	// Sent again after a wait (the relay's postponed rows): the grace runs
-	// through the wait; linkGrace without a record for it drops it.
-	gap := &linkHealth{}
+	// A record waits for its leader up to the delivery timeout, 30 s, and
+	// the relay sends its row again a second after: produced to every 31
+	// s, the partition stays needed and its problem reported throughout;
+	// nothing produced to it for needFor drops it.
+	gap := &linkHealth{needFor: 30*time.Second + linkGrace}
 	gap.observe(t0, statsJSON("", "DOWN", 2, false, 1))
-	gap.observe(t0.Add(time.Second), statsJSON("", "DOWN", 2, false, 2))
-	gap.observe(t0.Add(6*time.Second), statsJSON("", "DOWN", 2, false, 2))
-	gap.observe(t0.Add(linkGrace+time.Second), statsJSON("", "DOWN", 2, false, 3))
-	require.Equal(t, "t[1]: its leader, broker 2, is not reachable (connection state DOWN)", gap.problem(), "the grace ran through the wait")
-	gap.observe(t0.Add(3*linkGrace), statsJSON("", "DOWN", 2, false, 3))
-	require.Empty(t, gap.problem(), "nothing produced to it for linkGrace: dropped")
+	reported := 0
+	for sec := 1; sec <= 100; sec++ {
+		gap.observe(t0.Add(time.Duration(sec)*time.Second), statsJSON("", "DOWN", 2, false, 2+sec/31))
+		if sec > int(linkGrace/time.Second) {
+			require.Equal(t, "t[1]: its leader, broker 2, is not reachable (connection state DOWN)", gap.problem(), "second %d", sec)
+			reported++
+		}
+	}
+	require.Equal(t, 90, reported)
+	gap.observe(t0.Add(93*time.Second+30*time.Second+linkGrace), statsJSON("", "DOWN", 2, false, 5))
+	require.Empty(t, gap.problem(), "nothing produced to it for needFor: dropped")
 
-	// Not the JSON it expects: no verdict, the last one stands.
+	// Fetched from a follower (client.rack): that broker is the one needed.
+	follower := &linkHealth{topic: "t"}
+	fromFollower := strings.Replace(statsJSON("up", "DOWN", 1, true, 0), `"partition":1,"broker":1`, `"partition":1,"broker":2`, 1)
+	follower.observe(t0, fromFollower)
+	follower.observe(t0.Add(linkGrace), fromFollower)
+	require.Equal(t, "t[1]: its broker, broker 2, is not reachable (connection state DOWN)", follower.problem())
+
+	// Not the JSON it expects: no verdict, and none kept.
 	producer.observe(t0.Add(2*time.Minute+linkGrace+2*time.Second), "{")
-	require.Equal(t, "t[1]: its leader, broker 7, is not connected", producer.problem())
+	require.Empty(t, producer.problem())
 }

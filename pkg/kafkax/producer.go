@@ -33,18 +33,27 @@ type Producer struct {
 	closed bool
 	// stopLogs ends each client's log bridge once that client is closed.
 	stopLogs map[*kafka.Producer]func()
-	// health reads the current client's statistics (LinkProblem).
-	health *linkHealth
 }
 
 // LinkProblem says what the producer has lacked for 10 s while a broker
 // still answers its probes: the leader of a partition it has produced to
-// lately (linkhealth.go); "" when nothing.
-func (pr *Producer) LinkProblem() string { return pr.health.problem() }
+// lately (linkhealth.go); "" when nothing. It reads the current client.
+func (pr *Producer) LinkProblem() string {
+	pr.mu.RLock()
+	defer pr.mu.RUnlock()
+	if pr.p == nil {
+		return ""
+	}
+	return pr.p.health.problem()
+}
 
 // client is a librdkafka producer with the count of calls using it.
 type client struct {
 	p *kafka.Producer
+	// health reads this client's statistics (LinkProblem): a new client's
+	// counters start at zero, and a retired one's still come while it
+	// drains.
+	health *linkHealth
 
 	mu      sync.Mutex
 	refs    int
@@ -52,8 +61,8 @@ type client struct {
 	idle    chan struct{} // closed once retired with no call using it
 }
 
-func newClientRef(p *kafka.Producer) *client {
-	return &client{p: p, idle: make(chan struct{})}
+func newClientRef(p *kafka.Producer, health *linkHealth) *client {
+	return &client{p: p, health: health, idle: make(chan struct{})}
 }
 
 // acquire counts a call; it fails once the client is retired. Callers take
@@ -126,16 +135,16 @@ func NewProducer(logger *slog.Logger, cfg ProducerConfig) (*Producer, error) {
 	if cfg.DeliveryTimeout <= 0 {
 		cfg.DeliveryTimeout = 30 * time.Second
 	}
-	pr := &Producer{logger: logger, cfg: cfg, stopLogs: map[*kafka.Producer]func(){}, health: &linkHealth{}}
-	p, err := pr.newClient()
+	pr := &Producer{logger: logger, cfg: cfg, stopLogs: map[*kafka.Producer]func(){}}
+	c, err := pr.newClient()
 	if err != nil {
 		return nil, err
 	}
-	pr.p = newClientRef(p)
+	pr.p = c
 	return pr, nil
 }
 
-func (pr *Producer) newClient() (*kafka.Producer, error) {
+func (pr *Producer) newClient() (*client, error) {
 	m := configMap(pr.logger, pr.cfg.ClientConfig, kafka.ConfigMap{
 		"linger.ms":               int(pr.cfg.Linger.Milliseconds()),
 		"compression.type":        Compression,
@@ -156,8 +165,11 @@ func (pr *Producer) newClient() (*kafka.Producer, error) {
 		return nil, createError("kafka producer", err)
 	}
 	pr.stopLogs[p] = stopLogs // callers hold pr.mu or own pr exclusively
-	go pr.drainEvents(p.Events(), pr.health)
-	return p, nil
+	// A record waits for its partition's leader up to the delivery
+	// timeout before the relay postpones its row and sends it again.
+	health := &linkHealth{needFor: pr.cfg.DeliveryTimeout + linkGrace}
+	go pr.drainEvents(p.Events(), health)
+	return newClientRef(p, health), nil
 }
 
 // closeClient retires c, waits until no call uses it, then closes it and
@@ -218,12 +230,12 @@ func (pr *Producer) client() (*client, error) {
 	if pr.p != nil {
 		pr.dropLocked(pr.p.p.GetFatalError())
 	}
-	np, err := pr.newClient()
+	nc, err := pr.newClient()
 	if err != nil {
 		pr.p = nil
 		return nil, err
 	}
-	pr.p = newClientRef(np)
+	pr.p = nc
 	pr.p.acquire()
 	return pr.p, nil
 }

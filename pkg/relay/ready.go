@@ -59,8 +59,10 @@ func (r *Relay) setKafkaReady(err error) {
 }
 
 // setKafkaLack records what the producer has lacked while a broker
-// answers the probes (the leader of a partition it has records for;
-// linkReporter), "" when nothing, and logs each change.
+// answers the probes (the leader of a partition it produces to;
+// linkReporter), "" when nothing. It logs when a lack begins and when it
+// ends, not each change of its text (a connection's state, named in it,
+// cycles while the broker stays away).
 func (r *Relay) setKafkaLack(ctx context.Context, lack string) {
 	r.kafkaMu.Lock()
 	defer r.kafkaMu.Unlock()
@@ -68,9 +70,9 @@ func (r *Relay) setKafkaLack(ctx context.Context, lack string) {
 		return
 	}
 	switch {
-	case lack != "":
+	case lack != "" && r.kafkaLack == "":
 		r.logger.WarnContext(ctx, "kafka: a broker answers, but not the leaders of some partitions; their rows are postponed until it does", "problem", lack)
-	default:
+	case lack == "":
 		r.logger.InfoContext(ctx, "kafka: the partitions' leaders are reachable again")
 	}
 	r.kafkaLack = lack

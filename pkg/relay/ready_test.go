@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/pcp/route-processing/pkg/obs"
 	"github.com/pcp/route-processing/pkg/outbox"
+	"github.com/pcp/route-processing/pkg/testenv"
 )
 
 // pausedOutbox reads the pause flag as set and answers, like a database
@@ -56,4 +58,35 @@ func TestPauseFlagReadReportsTheDatabaseWithoutOverriding(t *testing.T) {
 	r.claimsHealthy.Store(true)
 	r.showDBWhileNoClaims(context.Background(), errors.New("connection refused"))
 	require.False(t, r.claimsHealthy.Load(), "a failed read leaves the next successful claim to report ready")
+}
+
+// What the producer lacks shows in /readyz with its latest text, after a
+// probe's error and not while paused, and is logged when it begins and
+// ends, not at each change of the connection state its text names.
+func TestKafkaLackShownAndLoggedOnce(t *testing.T) {
+	t.Parallel()
+	ready := obs.NewReadiness(prometheus.NewRegistry(), "x")
+	var logs testenv.SyncBuffer
+	r, err := New(slog.New(slog.NewTextHandler(&logs, nil)), &fakeOutbox{}, &fakePublisher{}, Config{Readiness: ready})
+	require.NoError(t, err)
+	ctx := context.Background()
+	r.setKafkaReady(nil)
+	r.setReady(ComponentPostgres, "")
+	require.NoError(t, ready.Check())
+
+	for _, state := range []string{"DOWN", "TRY_CONNECT", "CONNECT", "DOWN"} {
+		r.setKafkaLack(ctx, "out[0]: its leader, broker 1, is not reachable (connection state "+state+")")
+		require.ErrorContains(t, ready.Check(), "kafka: out[0]: its leader, broker 1, is not reachable (connection state "+state+")")
+	}
+	r.setKafkaReady(errors.New("no broker answers"))
+	require.ErrorContains(t, ready.Check(), "kafka: no broker answers", "a probe's error first")
+	r.setKafkaReady(nil)
+	r.paused.Store(true)
+	r.showKafkaReady()
+	require.NoError(t, ready.Check(), "paused")
+	r.paused.Store(false)
+	r.setKafkaLack(ctx, "")
+	require.NoError(t, ready.Check())
+	require.Equal(t, 1, strings.Count(logs.String(), "but not the leaders of some partitions"), logs.String())
+	require.Equal(t, 1, strings.Count(logs.String(), "reachable again"), logs.String())
 }
