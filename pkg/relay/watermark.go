@@ -205,7 +205,9 @@ func (m *watermarked) recompute(ctx context.Context, full bool) error {
 func (m *watermarked) rescanSoon() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.soonestAll.Before(m.nextAll) {
+	// Without a W claims read the whole index anyway, and the first
+	// refresh waits for its interval after a failure (refreshWatermark).
+	if !m.w.IsZero() && m.soonestAll.Before(m.nextAll) {
 		m.nextAll = m.soonestAll
 	}
 }

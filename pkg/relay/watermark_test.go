@@ -225,4 +225,14 @@ func TestWatermarkRescansAfterDatabaseFailure(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, fulls, "the first full rescan, and the one after the failure: %v", f.asked)
+
+	// Without a W a failure does not bring the rescan forward: claims
+	// read the whole index, and the refresh waits for its interval.
+	fresh := &fakeBounded{err: errors.New("down")}
+	_, fm := withWatermark(fresh, Config{}.WithDefaults())
+	_, _, err := fm.refresh(context.Background())
+	require.Error(t, err)
+	fm.rescanSoon()
+	due, _ := fm.due()
+	require.False(t, due, "no W known: the next full rescan waits for its interval")
 }
