@@ -3,16 +3,20 @@ package relay
 import "time"
 
 // Backoff is the delay before the next publish of a row that has failed
-// attempts times (attempts ≥ 1; smaller values count as 1):
+// attempts times (attempts ≥ 1; smaller values count as 1). With d the
+// capped exponential delay min(initial · 2^(attempts−1), max) and
+// e = d · jitter · r:
 //
-//	min(d · (1 + jitter·r), max), d = min(initial · 2^(attempts−1), max)
+//	d < max: min(d + e, max)
+//	d = max: max − e
 //
-// jitter is the largest extra fraction (clamped to [0, 1]) and r a random
-// number in [0, 1) (clamped). Jitter only ever adds, and max caps the
-// result (contract §5: OUTBOX_MAX_BACKOFF is the cap of the retry delay):
-// a row is never retried sooner than d nor later than max, and relays that
-// failed together do not retry in lock step below the cap. It never
-// overflows and never returns a negative duration.
+// jitter is the largest fraction (clamped to [0, 1]) and r a random number
+// in [0, 1) (clamped). max is the cap of the delay (contract §5:
+// OUTBOX_MAX_BACKOFF): below it the jitter only adds, so a row is never
+// retried sooner than d; at it the jitter takes off instead, so that rows
+// and relays that failed together do not retry in lock step there, after
+// a long run of failures, any more than below. It never overflows and
+// never returns a negative duration.
 func Backoff(attempts int, initial, max time.Duration, jitter, r float64) time.Duration {
 	d := capped(attempts, initial, max)
 	if d <= 0 {
@@ -23,6 +27,9 @@ func Backoff(attempts int, initial, max time.Duration, jitter, r float64) time.D
 	extra := time.Duration(float64(d) * jitter * r)
 	if extra < 0 || d+extra < d { // overflow guard for durations near MaxInt64
 		return d
+	}
+	if d == max {
+		return max - extra
 	}
 	return min(d+extra, max)
 }

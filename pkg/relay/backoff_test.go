@@ -31,11 +31,12 @@ func TestBackoff(t *testing.T) {
 		{name: "max duration", attempts: 80, initial: s, max: math.MaxInt64, want: math.MaxInt64},
 		{name: "full jitter", attempts: 2, initial: s, max: 60 * s, jitter: 0.1, r: 0.999999, wantMin: 2 * s, wantMax: 2200 * time.Millisecond},
 		{name: "half jitter", attempts: 1, initial: s, max: 60 * s, jitter: 0.5, r: 0.5, want: 1250 * time.Millisecond},
-		{name: "no jitter above the cap", attempts: 30, initial: s, max: 60 * s, jitter: 0.1, r: 0.5, want: 60 * s},
+		{name: "jitter takes off at the cap", attempts: 30, initial: s, max: 60 * s, jitter: 0.1, r: 0.5, want: 57 * s},
 		{name: "jitter up to the cap", attempts: 6, initial: s, max: 34 * s, jitter: 0.1, r: 0.9, want: 34 * s},
 		{name: "jitter clamped", attempts: 1, initial: s, max: 60 * s, jitter: 7, r: 0.5, want: 1500 * time.Millisecond},
 		{name: "NaN ignored", attempts: 1, initial: s, max: 60 * s, jitter: math.NaN(), r: math.NaN(), want: s},
 		{name: "jitter near MaxInt64", attempts: 1, initial: math.MaxInt64, max: math.MaxInt64, jitter: 1, r: 0.99, want: math.MaxInt64},
+		{name: "initial above max, jitter", attempts: 1, initial: 90 * s, max: 60 * s, jitter: 0.1, r: 0.5, want: 57 * s},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,8 +71,14 @@ func FuzzBackoff(f *testing.F) {
 		if got > max(mx, 0) {
 			t.Fatalf("%v above the cap %v", got, mx)
 		}
-		if got < plain {
-			t.Fatalf("jitter subtracted: %v < %v", got, plain)
+		j := clamp(jitter, 0, 1)
+		switch {
+		case plain < mx && float64(got) > float64(plain)*(1+j)+1:
+			t.Fatalf("%v above %v plus its jitter", got, plain)
+		case plain < mx && got < plain:
+			t.Fatalf("jitter subtracted below the cap: %v < %v", got, plain)
+		case plain == mx && float64(got) < float64(mx)*(1-j)-1:
+			t.Fatalf("%v more than the jitter below the cap %v", got, mx)
 		}
 		if attempts < math.MaxInt {
 			if next := Backoff(attempts+1, in, mx, 0, 0); next < plain {
