@@ -122,9 +122,13 @@ func TestDLQSchemaNamesIngestsHeaders(t *testing.T) {
 		dlq.HeaderOriginalTopic, dlq.HeaderOriginalPartition, dlq.HeaderOriginalOffset,
 		dlq.HeaderOriginalTimestamp, dlq.HeaderOriginalTimestampType, dlq.HeaderOriginalGroup,
 		dlq.HeaderExceptionFQCN, dlq.HeaderExceptionMessage, dlq.HeaderErrorCategory, dlq.HeaderErrorField,
+		dlq.HeaderValueOmitted, dlq.HeaderKeyOmitted, dlq.HeaderHeadersOmitted,
 	}
 	sort.Strings(want)
 	require.Equal(t, want, names)
-	require.NotContains(t, doc.Required, dlq.HeaderErrorField)
-	require.Len(t, doc.Required, len(want)-1)
+	optional := []string{dlq.HeaderErrorField, dlq.HeaderValueOmitted, dlq.HeaderKeyOmitted, dlq.HeaderHeadersOmitted}
+	for _, name := range optional {
+		require.NotContains(t, doc.Required, name)
+	}
+	require.Len(t, doc.Required, len(want)-len(optional))
 }
