@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,19 @@ import (
 	"github.com/pcp/route-processing/pkg/testenv"
 )
 
+// limitDLQ sets the DLQ topic's max.message.bytes.
+func (b *testBundle) limitDLQ(t *testing.T, bytes int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.bootstrap))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	limit := strconv.Itoa(bytes)
+	_, err = kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, b.dlqTopic)
+	require.NoError(t, err)
+}
+
 // A record that the DLQ topic refuses as too large must not block its
 // partition: it is dead-lettered without its value, with a header giving
 // the value's size, and its neighbour in the same produce request goes
@@ -28,14 +42,7 @@ import (
 func TestDLQTooLargeIsDeadLetteredWithoutValue(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1, "")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.bootstrap))
-	require.NoError(t, err)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	limit := "2048"
-	_, err = kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, b.dlqTopic)
-	require.NoError(t, err)
+	b.limitDLQ(t, 2048)
 
 	big := make([]byte, 8000) // random, so compression cannot shrink it under the limit
 	_, _ = rand.Read(big)
@@ -68,14 +75,7 @@ func TestDLQTooLargeIsDeadLetteredWithoutValue(t *testing.T) {
 func TestDLQTooLargeKeyIsDeadLetteredWithoutIt(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1, "")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.bootstrap))
-	require.NoError(t, err)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	limit := "2048"
-	_, err = kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, b.dlqTopic)
-	require.NoError(t, err)
+	b.limitDLQ(t, 2048)
 
 	bigKey := make([]byte, 3000) // random, so compression cannot shrink it under the limit
 	_, _ = rand.Read(bigKey)
