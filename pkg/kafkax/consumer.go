@@ -366,7 +366,7 @@ func (c *Consumer) HighWatermark(partition int32, askUntil time.Time) (int64, bo
 // *record.TopicError when not; a request begun runs out its wait, as
 // Producer.Probe's). It is safe to call from any goroutine.
 func (c *Consumer) Probe(ctx context.Context, timeout time.Duration) error {
-	return probe(ctx, c.c, c.topic, timeout)
+	return c.health.probed(ctx, probe(ctx, c.c, c.topic, timeout))
 }
 
 // Close leaves the group (revoking the assignment through the revoked

@@ -2,12 +2,16 @@ package kafkax
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 // The metadata probes ask whether any broker answers. A client needs more:
@@ -202,6 +206,28 @@ func (h *linkHealth) needsLocked(now time.Time, key, topic string, p rdPartition
 		h.produced[key] = last
 	}
 	return now.Sub(last.at) < cmp.Or(h.needFor, linkGrace)
+}
+
+// restart forgets every problem: no broker answered a probe, which says
+// more than the statistics do (a connection set up during the outage still
+// shows its state for seconds after), and once one answers, what it still
+// lacks has its grace anew. Without it, the relay showed not ready for 5 s
+// after a frozen broker thawed, on the statistics of the freeze.
+func (h *linkHealth) restart() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.problems, h.report = nil, ""
+}
+
+// probed takes a probe's result and returns it: a failure while ctx is
+// live, other than a missing topic (some broker answered that), says no
+// broker answered in time, and restarts the problems.
+func (h *linkHealth) probed(ctx context.Context, err error) error {
+	var topicErr *record.TopicError
+	if err != nil && ctx.Err() == nil && !errors.As(err, &topicErr) {
+		h.restart()
+	}
+	return err
 }
 
 // problem is what the client has lacked for linkGrace, "" when nothing.

@@ -1,12 +1,16 @@
 package kafkax
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 // statsJSON is librdkafka's statistics in the shape STATISTICS.md gives:
@@ -104,4 +108,38 @@ func TestLinkHealth(t *testing.T) {
 	// Not the JSON it expects: no verdict, and none kept.
 	producer.observe(t0.Add(2*time.Minute+linkGrace+2*time.Second), "{")
 	require.Empty(t, producer.problem())
+}
+
+// A probe no broker answered restarts every problem's grace: after a
+// frozen broker thaws, the statistics still show the connection set up
+// during the freeze for seconds, and that is not a lack of the cluster
+// that answers again. A missing topic, or the caller's own end, says
+// nothing of the brokers.
+func TestLinkHealthRestartsWhenNoBrokerAnswers(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := &linkHealth{topic: "t"}
+	down := statsJSON("up", "APIVERSION_QUERY", 2, true, 0)
+	lasting := func() {
+		h.observe(t0, down)
+		h.observe(t0.Add(linkGrace), down)
+		require.NotEmpty(t, h.problem())
+	}
+	ctx := context.Background()
+	lasting()
+	require.ErrorContains(t, h.probed(ctx, &record.TopicError{Topic: "t", Err: errors.New("unknown")}), "unknown")
+	require.NotEmpty(t, h.problem(), "a broker answered without the topic")
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	require.Error(t, h.probed(cancelled, context.Canceled))
+	require.NotEmpty(t, h.problem(), "the caller ended")
+	require.NoError(t, h.probed(ctx, nil))
+	require.NotEmpty(t, h.problem())
+
+	require.Error(t, h.probed(ctx, errors.New("kafka metadata: Local: Timed out")))
+	require.Empty(t, h.problem(), "no broker answered")
+	h.observe(t0.Add(linkGrace+time.Second), down)
+	require.Empty(t, h.problem(), "its grace starts anew")
+	h.observe(t0.Add(2*linkGrace+time.Second), down)
+	require.NotEmpty(t, h.problem())
 }

@@ -276,7 +276,7 @@ func (pr *Producer) Probe(ctx context.Context, topic string, timeout time.Durati
 		return err
 	}
 	defer c.release()
-	return probe(ctx, c.p, topic, timeout)
+	return c.health.probed(ctx, probe(ctx, c.p, topic, timeout))
 }
 
 // Close flushes what is queued (up to timeout), purges what is left (its
