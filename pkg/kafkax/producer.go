@@ -111,7 +111,8 @@ func producerEnforced(cfg ProducerConfig) kafka.ConfigMap {
 		// Delivery reports go to per-call channels and carry only the
 		// error and the Opaque index: copying keys, values and headers back
 		// would double the memory traffic of a batch. Events() carries only
-		// client-level errors, drained into the log.
+		// client-level errors, drained into the log, and the statistics
+		// (LinkProblem).
 		"go.delivery.reports":       true,
 		"go.delivery.report.fields": "none",
 		"go.produce.channel.size":   0,
@@ -188,8 +189,9 @@ func (pr *Producer) closeClient(c *client) {
 	}
 }
 
-// drainEvents logs client-level events (connection errors, fatal errors);
-// the channel is closed by the client's Close.
+// drainEvents logs client-level events (connection errors, fatal errors)
+// and hands the client's statistics to health; the channel is closed by
+// the client's Close.
 func (pr *Producer) drainEvents(events chan kafka.Event, health *linkHealth) {
 	for ev := range events {
 		if st, ok := ev.(*kafka.Stats); ok {
