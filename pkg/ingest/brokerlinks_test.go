@@ -1,44 +1,15 @@
 package ingest_test
 
 import (
-	"errors"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kmsg"
-)
 
-// twoBrokers starts a cluster of t's own with two brokers, with topics
-// (one partition each) whose partitions broker leader leads and a group
-// whose coordinator is broker coordinator, and returns its bootstrap list,
-// the group, and a switch that makes broker 1 drop every request (the link
-// to it cut, broker 0 still answering).
-func twoBrokers(t *testing.T, leader, coordinator int32, topics ...string) (bootstrap, group string, down *atomic.Bool) {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.Ports(0, 0), kfake.SeedTopics(1, topics...))
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	for _, topic := range topics {
-		require.NoError(t, c.MoveTopicPartition(topic, 0, leader))
-	}
-	for group = "links-" + uuid.NewString()[:8]; c.CoordinatorFor(group) != coordinator; group = "links-" + uuid.NewString()[:8] {
-	}
-	down = &atomic.Bool{}
-	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if down.Load() && c.CurrentNode() == 1 {
-			return nil, errors.New("broker 1 cut off"), true
-		}
-		return nil, nil, false
-	})
-	return strings.Join(c.ListenAddrs(), ","), group, down
-}
+	"github.com/pcp/route-processing/pkg/testenv"
+)
 
 // TestNotReadyWhileThePartitionsLeaderIsUnreachable: a broker answers the
 // probes, but the leader of the input partition does not. Nothing can be
@@ -56,14 +27,15 @@ func TestNotReadyWhileTheGroupsCoordinatorIsUnreachable(t *testing.T) {
 	notReadyWhileCutOff(t, 0, 1, "the consumer group's coordinator is not reachable")
 }
 
-// notReadyWhileCutOff runs an ingestor on twoBrokers(leader, coordinator),
-// cuts broker 1 off, and waits for /readyz to say want, then for it to be
-// 200 again once broker 1 answers.
+// notReadyWhileCutOff runs an ingestor on testenv.TwoBrokers (its topics
+// led by leader, its group coordinated by coordinator), cuts broker 1 off,
+// and waits for /readyz to say want, then for it to be 200 again once
+// broker 1 answers.
 func notReadyWhileCutOff(t *testing.T, leader, coordinator int32, want string) {
 	t.Helper()
 	b := setup(t, 1, "")
 	b.topic, b.dlqTopic = "links-in", "links-dlq"
-	bootstrap, group, down := twoBrokers(t, leader, coordinator, b.topic, b.dlqTopic)
+	bootstrap, group, down := testenv.TwoBrokers(t, map[string]int32{b.topic: leader, b.dlqTopic: leader}, coordinator)
 	b.bootstrap, b.group = bootstrap, group
 	b.dlqAt(t, bootstrap, 10*time.Second)
 	r := b.start(t)

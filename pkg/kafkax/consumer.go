@@ -129,9 +129,10 @@ func NewConsumer(logger *slog.Logger, cfg ConsumerConfig) (*Consumer, error) {
 }
 
 // LinkProblem says what the consumer has lacked for 10 s while a broker
-// still answers its probes: its group's coordinator, or the leader of one
-// of its assigned partitions (linkhealth.go); "" when nothing. It is read
-// from the statistics Poll receives.
+// still answers its probes: its group's coordinator, or the broker it
+// fetches one of its assigned partitions from (the leader, or a follower
+// with client.rack set; linkhealth.go); "" when nothing. It is read from
+// the statistics Poll receives.
 func (c *Consumer) LinkProblem() string { return c.health.problem() }
 
 // Subscribe joins the group. The functions are called from inside Poll, on

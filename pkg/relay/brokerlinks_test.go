@@ -1,21 +1,18 @@
 package relay_test
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/relay"
 	"github.com/pcp/route-processing/pkg/relay/relaytest"
+	"github.com/pcp/route-processing/pkg/testenv"
 )
 
 // TestNotReadyWhileAPartitionsLeaderIsUnreachable: the link to one broker
@@ -28,20 +25,8 @@ import (
 func TestNotReadyWhileAPartitionsLeaderIsUnreachable(t *testing.T) {
 	t.Parallel()
 	const cutOff, fine = "links-cut", "links-fine"
-	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.Ports(0, 0), kfake.SeedTopics(1, cutOff, fine))
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	require.NoError(t, c.MoveTopicPartition(cutOff, 0, 1))
-	require.NoError(t, c.MoveTopicPartition(fine, 0, 0))
-	var down atomic.Bool
-	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if down.Load() && c.CurrentNode() == 1 {
-			return nil, errors.New("broker 1 cut off"), true
-		}
-		return nil, nil, false
-	})
-	b := setup(t, strings.Join(c.ListenAddrs(), ","))
+	bootstrap, _, down := testenv.TwoBrokers(t, map[string]int32{cutOff: 1, fine: 0}, 0)
+	b := setup(t, bootstrap)
 	rr := b.start(t, relay.Config{PollInterval: 200 * time.Millisecond, PublishTimeout: 3 * time.Second})
 	relaytest.MustInsert(t, b.pool, outbox.Event{Topic: cutOff}, outbox.Event{Topic: fine})
 	eventually(t, 20*time.Second, "both rows published", func() bool { return relaytest.Count(t, b.pool, outbox.StatusPublished) == 2 })
