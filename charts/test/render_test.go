@@ -816,6 +816,17 @@ func TestPausedRelay(t *testing.T) {
 		require.Contains(t, r.hpas, ingestorName)
 	})
 
+	t.Run("Notes", func(t *testing.T) {
+		// The relay has no pod to exec into: NOTES runs outbox-relay in an
+		// ingestor pod (same image, same DATABASE_URL), as the README's Runbook.
+		notes := renderNotes(t, "-f", ciValues("paused"))
+		require.Contains(t, notes, "The relay is paused by values", "control: the paused NOTES rendered")
+		for _, cmd := range []string{"stats", "pause"} {
+			require.Contains(t, notes, "exec deploy/"+ingestorName+" -- /usr/local/bin/outbox-relay "+cmd)
+		}
+		require.NotContains(t, notes, "exec deploy/"+relayName)
+	})
+
 	t.Run("Unpaused", func(t *testing.T) {
 		r := render(t, "-f", ciValues("paused"), "--set", "relay.paused=false")
 		require.Nil(t, r.deployments[relayName].Spec.Replicas)

@@ -15,7 +15,7 @@ var dashboardPath = filepath.Join("..", "..", "charts", "pcp-route-processing", 
 
 // panelQuery is one target of one panel.
 type panelQuery struct {
-	panel, refID, expr string
+	panel, refID, legend, expr string
 }
 
 // dashboardQueries returns every query of the dashboard (rows' collapsed
@@ -30,8 +30,9 @@ func dashboardQueries(t *testing.T, ns string) (queries []panelQuery, namespaceV
 	type panel struct {
 		Title   string `json:"title"`
 		Targets []struct {
-			RefID string `json:"refId"`
-			Expr  string `json:"expr"`
+			RefID        string `json:"refId"`
+			Expr         string `json:"expr"`
+			LegendFormat string `json:"legendFormat"`
 		} `json:"targets"`
 		Panels []json.RawMessage `json:"panels"`
 	}
@@ -55,7 +56,7 @@ func dashboardQueries(t *testing.T, ns string) (queries []panelQuery, namespaceV
 				t.Fatalf("promtest: dashboard panel: %v", err)
 			}
 			for _, tg := range p.Targets {
-				queries = append(queries, panelQuery{panel: p.Title, refID: tg.RefID, expr: substitute(t, tg.Expr, ns)})
+				queries = append(queries, panelQuery{panel: p.Title, refID: tg.RefID, legend: tg.LegendFormat, expr: substitute(t, tg.Expr, ns)})
 			}
 			walk(p.Panels)
 		}

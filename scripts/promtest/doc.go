@@ -13,6 +13,10 @@
 // route_passport_outbox_{live,dead}_tuples, route_passport_outbox_table_bytes)
 // are among them: the test requires each one that a rule or panel names.
 //
+// TestDashboardReadyPodsPromtool runs the "ready pods" panels' queries with
+// `promtool test rules` (Debian package prometheus) over synthetic series:
+// a readiness gauge has one series per dependency, and the panels count pods.
+//
 // The rendered rules and scrape settings come from
 // `scripts/chart-check.sh --monitoring-out DIR` (helm + charts/test/cmd/promextract):
 // $PCP_MONITORING_DIR when set (scripts/test.sh sets it), else the test runs
