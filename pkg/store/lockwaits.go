@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Blocker is a session another one waits for.
@@ -26,13 +28,21 @@ const ourLockWait = `w.datname = current_database()
 // see [Open]) is waiting for a lock of: what an operator's command tells
 // while it waits, so that the wait is not silent.
 func (o *Outbox) Blockers(ctx context.Context) ([]Blocker, error) {
-	rows, err := o.pool.Query(ctx, `
+	return blockersWhere(ctx, o.pool, ourLockWait)
+}
+
+// blockersWhere lists the sessions that the sessions w of pg_stat_activity
+// matching where (with args) wait for a lock of.
+func blockersWhere(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, where string, args ...any) ([]Blocker, error) {
+	rows, err := q.Query(ctx, `
 select distinct b.pid, coalesce(b.application_name, ''), coalesce(b.state, ''),
        coalesce(extract(epoch from now() - b.xact_start), 0)::float8
 from pg_stat_activity w
 join pg_stat_activity b on b.pid = any(pg_blocking_pids(w.pid))
-where `+ourLockWait+`
-order by b.pid`)
+where `+where+`
+order by b.pid`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("look for lock waits: %w", err)
 	}

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,6 +50,74 @@ type MigrateLockHolder struct {
 // who holds it and how long this run has waited: at the first refusal, then
 // every MigrateWaitReport.
 type MigrateWaiting func(holder MigrateLockHolder, waited time.Duration)
+
+// migrateLockTimeout is the lock_timeout of a migrate run's session unless
+// its DATABASE_URL sets one. A migration's ALTER TABLE (AccessExclusiveLock:
+// 005 on the passports and the outbox, 007 on outbox_relay_control, which
+// every relay claim reads) queues behind any long reader (pg_dump, a
+// report, the relay's REINDEX CONCURRENTLY), and every later statement on
+// the table queues behind it: without a bound ingest reads waited 13.3 s
+// and claims 8.1 s (PostgreSQL 15), and could wait up to the run's bound.
+// With it a try gives up after 3 s and the run tries again
+// (retryLockTimeouts), the service's statements going through in between.
+const migrateLockTimeout = 3 * time.Second
+
+// lockNotAvailable is SQLSTATE lock_not_available, what lock_timeout ends
+// a wait with.
+const lockNotAvailable = "55P03"
+
+// migrateRetryMin and migrateRetryMax bound the waits between two tries of
+// a migration that gave up waiting for a table lock: a blocker that ends
+// soon (a report) is followed quickly, one that lasts (pg_dump) is asked
+// at most every 30 s, the service's statements flowing in between, until
+// the run's bound.
+const (
+	migrateRetryMin = time.Second
+	migrateRetryMax = 30 * time.Second
+)
+
+// migrateBlockerPoll is how often, while a migration runs, a second session
+// asks whom the migrate session waits for.
+const migrateBlockerPoll = 250 * time.Millisecond
+
+// MigrateRetry is a migration that gave up waiting for a table lock
+// (lock_timeout) and is tried again.
+type MigrateRetry struct {
+	// Migration is the migration's file ("007_outbox_maintenance_lease.sql"),
+	// empty when the wait was tern's own lock, before any migration.
+	Migration string
+	// Blockers are the sessions it waited for, as last seen while it
+	// waited; empty if it was not seen waiting.
+	Blockers []Blocker
+	// Tries counts the tries that gave up so far; Next is the wait before
+	// the next one.
+	Tries int
+	Next  time.Duration
+}
+
+// MigrateRetrying is told of each try of a migrate run that gave up waiting
+// for a table lock, before the wait for the next.
+type MigrateRetrying func(MigrateRetry)
+
+// MigrateReports are told of a migrate run's waits; nil ones hear nothing.
+type MigrateReports struct {
+	Waiting  MigrateWaiting  // for another run's migration lock
+	Retrying MigrateRetrying // after a table lock's wait ran out
+}
+
+func (r *MigrateReports) waiting() MigrateWaiting {
+	if r == nil {
+		return nil
+	}
+	return r.Waiting
+}
+
+func (r *MigrateReports) retrying() MigrateRetrying {
+	if r == nil {
+		return nil
+	}
+	return r.Retrying
+}
 
 // lockMigrations takes migrateLockKey for conn's session, asking every
 // migrateLockPoll until it is free or ctx ends. Two runs at once (two
@@ -100,13 +170,20 @@ limit 1`, migrateLockKey>>32, migrateLockKey&0xffffffff).Scan(&h.PID, &h.Applica
 	return h, err == nil
 }
 
-func migrateConn(ctx context.Context, conn *pgx.Conn, waiting MigrateWaiting) (Migration, error) {
+func migrateConn(ctx context.Context, conn *pgx.Conn, reports *MigrateReports) (Migration, error) {
 	// Released with the session (the caller closes conn) if not here.
-	if err := lockMigrations(ctx, conn, waiting); err != nil {
+	if err := lockMigrations(ctx, conn, reports.waiting()); err != nil {
 		return Migration{}, err
 	}
 	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "select pg_advisory_unlock($1)", migrateLockKey) }()
-	m, err := migrate.NewMigrator(ctx, conn, VersionTable)
+	// tern's own advisory lock waits under lock_timeout too (a run of a
+	// release before migrateLockKey may hold it); its blockers go unnamed,
+	// the second session being opened only for migrations.
+	var m *migrate.Migrator
+	err := retryLockTimeouts(ctx, lockWaitWatch{}, reports.retrying(), func() (err error) {
+		m, err = migrate.NewMigrator(ctx, conn, VersionTable)
+		return err
+	})
 	if err != nil {
 		return Migration{}, fmt.Errorf("create migrator: %w", err)
 	}
@@ -130,10 +207,163 @@ func migrateConn(ctx context.Context, conn *pgx.Conn, waiting MigrateWaiting) (M
 		// rollback.
 		return Migration{From: from, To: latest}, nil
 	}
-	if err := m.Migrate(ctx); err != nil {
+	if from == latest {
+		return Migration{From: from, To: latest}, nil // nothing to apply, no second session
+	}
+	// A migration outside a transaction (tern's disable-tx: 004's CREATE
+	// INDEX CONCURRENTLY) takes no lock that the service's statements queue
+	// behind, and waits for every older transaction to end, a report's or
+	// pg_dump's too: under lock_timeout it would fail at every long reader
+	// and build its index again at every try. It waits without one, up to
+	// the run's bound. tern's "reset all" after each migration puts back
+	// the session's default, the startup parameter of migrateConnConfig.
+	m.OnStart = func(int32, string, string, string) {
+		if conn.PgConn().TxStatus() == 'I' { // tern began no transaction
+			// Only a broken connection fails this; the migration's first
+			// statement then fails and says so.
+			_, _ = conn.Exec(ctx, "set lock_timeout = 0")
+		}
+	}
+	watch := lockWaitWatch{pid: conn.PgConn().PID()}
+	if side, err := pgx.ConnectConfig(ctx, conn.Config()); err == nil {
+		defer side.Close(context.WithoutCancel(ctx))
+		watch.side = side
+	} // else (max_connections reached, say) retries are reported without their blockers
+	// Each migration commits with its version, and 004 is re-runnable (a
+	// failed build is dropped first): a try resumes where the last stopped.
+	if err := retryLockTimeouts(ctx, watch, reports.retrying(), func() error { return m.Migrate(ctx) }); err != nil {
 		return Migration{}, fmt.Errorf("apply migrations: %w", err)
 	}
 	return Migration{From: from, To: latest}, nil
+}
+
+// retryLockTimeouts runs try until it ends other than on lock_timeout
+// (lockNotAvailable), telling retrying of each try that did, and waiting
+// between tries (backoff) until ctx ends.
+func retryLockTimeouts(ctx context.Context, watch lockWaitWatch, retrying MigrateRetrying, try func() error) error {
+	wait := backoff.New(migrateRetryMin, migrateRetryMax)
+	for tries := 1; ; tries++ {
+		blockers, err := watch.during(ctx, try)
+		if sqlState(err) != lockNotAvailable {
+			return err
+		}
+		next := wait.Next()
+		if retrying != nil {
+			var mErr migrate.MigrationPgError
+			errors.As(err, &mErr)
+			retrying(MigrateRetry{Migration: mErr.MigrationName, Blockers: blockers, Tries: tries, Next: next})
+		}
+		if !backoff.Sleep(ctx, next) {
+			return fmt.Errorf("gave up waiting for a table lock %d times (lock_timeout), until the run's bound: %w (%w)", tries, err, ctx.Err())
+		}
+	}
+}
+
+// lockWaitWatch names, from a second session, the sessions that a migrate
+// session waits for a lock of: once lock_timeout has ended the wait,
+// pg_blocking_pids no longer shows whom it was.
+type lockWaitWatch struct {
+	side *pgx.Conn // nil: no second session, blockers go unnamed
+	pid  uint32    // the migrate session's backend
+}
+
+// during runs try, asking every migrateBlockerPoll whom the migrate session
+// waits for; it returns the sessions last seen blocking it, and try's
+// error.
+func (w lockWaitWatch) during(ctx context.Context, try func() error) ([]Blocker, error) {
+	if w.side == nil {
+		return nil, try()
+	}
+	stop := make(chan struct{})
+	seen := make(chan []Blocker)
+	go func() {
+		var last []Blocker
+		tick := time.NewTicker(migrateBlockerPoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				seen <- last
+				return
+			case <-tick.C:
+				if b := blockersOf(ctx, w.side, w.pid); len(b) > 0 {
+					last = b
+				}
+			}
+		}
+	}()
+	err := try()
+	close(stop)
+	return <-seen, err
+}
+
+// blockersOf lists the sessions that backend pid waits for a lock of; none
+// if it waits for none, or if the question fails (it only names them in a
+// report). pg_blocking_pids is asked only while pid waits: it takes the
+// lock manager's locks.
+func blockersOf(ctx context.Context, conn *pgx.Conn, pid uint32) []Blocker {
+	ctx, cancel := context.WithTimeout(ctx, 4*migrateBlockerPoll)
+	defer cancel()
+	out, err := blockersWhere(ctx, conn, "w.pid = $1 and w.wait_event_type = 'Lock'", int64(pid))
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+// setsLockTimeout reports whether a connection's startup parameters
+// (RuntimeParams: DATABASE_URL's query or key=value settings, PGOPTIONS)
+// set lock_timeout, as a parameter of its own (?lock_timeout=10s) or in
+// options (-c lock_timeout=10s, --lock-timeout=10s). Setting names are
+// case-insensitive, and PostgreSQL reads a dash in an option's name as an
+// underscore.
+func setsLockTimeout(params map[string]string) bool {
+	isLockTimeout := func(setting string) bool {
+		name, _, _ := strings.Cut(setting, "=")
+		return strings.EqualFold(strings.ReplaceAll(name, "-", "_"), "lock_timeout")
+	}
+	for k, v := range params {
+		if isLockTimeout(k) {
+			return true
+		}
+		if k != "options" {
+			continue
+		}
+		fields := strings.Fields(v)
+		for i, f := range fields {
+			switch {
+			case f == "-c" && i+1 < len(fields):
+				f = fields[i+1]
+			case strings.HasPrefix(f, "--"), strings.HasPrefix(f, "-c"):
+				f = f[2:]
+			default:
+				continue
+			}
+			if isLockTimeout(f) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// migrateConnConfig is the configuration of a migrate run's connection to
+// databaseURL: its application_name and lock_timeout unless databaseURL
+// sets them. lock_timeout goes as a startup parameter, the session's
+// default: tern runs "reset all" after each migration, which would undo a
+// SET.
+func migrateConnConfig(databaseURL string) (*pgx.ConnConfig, error) {
+	cfg, err := connConfig(databaseURL, "DATABASE_URL")
+	if err != nil {
+		return nil, err
+	}
+	if cfg.RuntimeParams["application_name"] == "" {
+		cfg.RuntimeParams["application_name"] = MigrateApplication
+	}
+	if !setsLockTimeout(cfg.RuntimeParams) {
+		cfg.RuntimeParams["lock_timeout"] = fmt.Sprintf("%dms", migrateLockTimeout.Milliseconds())
+	}
+	return cfg, nil
 }
 
 // MigrateApplication is the application_name of a migrate run's
@@ -141,22 +371,24 @@ func migrateConn(ctx context.Context, conn *pgx.Conn, waiting MigrateWaiting) (M
 // lock reports (MigrateLockHolder).
 const MigrateApplication = "pcp-migrate"
 
-// MigrateURL opens a single connection to databaseURL and applies every
-// embedded migration that the database lacks. It is idempotent, and safe to
-// run from several processes at once: they take turns on a session advisory
-// lock (lockMigrations), and waiting, if not nil, hears of the wait.
-func MigrateURL(ctx context.Context, databaseURL string, waiting MigrateWaiting) (Migration, error) {
-	cfg, err := connConfig(databaseURL, "DATABASE_URL")
+// MigrateURL connects to databaseURL and applies every embedded migration
+// that the database lacks. It is idempotent, and safe to run from several
+// processes at once: they take turns on a session advisory lock
+// (lockMigrations), and reports.Waiting, if set, hears of the wait. A
+// migration waits at most migrateLockTimeout for a table lock (or the
+// lock_timeout databaseURL sets), then is tried again after a backoff
+// until ctx ends, reports.Retrying hearing of each try that gave up. A
+// second connection, while migrations run, names the sessions they wait
+// for.
+func MigrateURL(ctx context.Context, databaseURL string, reports *MigrateReports) (Migration, error) {
+	cfg, err := migrateConnConfig(databaseURL)
 	if err != nil {
 		return Migration{}, err
-	}
-	if cfg.RuntimeParams["application_name"] == "" {
-		cfg.RuntimeParams["application_name"] = MigrateApplication
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return Migration{}, fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	return migrateConn(ctx, conn, waiting)
+	return migrateConn(ctx, conn, reports)
 }

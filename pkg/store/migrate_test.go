@@ -264,9 +264,9 @@ func TestMigrateReportsTheLockHolder(t *testing.T) {
 	reports := make(chan report, 10)
 	done := make(chan error, 1)
 	go func() {
-		_, err := store.MigrateURL(ctx, u, func(h store.MigrateLockHolder, waited time.Duration) {
+		_, err := store.MigrateURL(ctx, u, &store.MigrateReports{Waiting: func(h store.MigrateLockHolder, waited time.Duration) {
 			reports <- report{h, waited}
-		})
+		}})
 		done <- err
 	}()
 
@@ -300,15 +300,7 @@ func TestMigrateReportsTheLockHolder(t *testing.T) {
 func TestMigrateLockHolderIsOfThisDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	connect := func(u, app string) *pgx.Conn {
-		cfg, err := pgx.ParseConfig(u)
-		require.NoError(t, err)
-		cfg.RuntimeParams["application_name"] = app
-		conn, err := pgx.ConnectConfig(ctx, cfg)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = conn.Close(ctx) })
-		return conn
-	}
+	connect := func(u, app string) *pgx.Conn { return connectAs(ctx, t, u, app) }
 	other := connect(testenv.EmptyDatabaseURL(t), "other-database")
 	_, err := other.Exec(ctx, "select pg_advisory_lock($1)", store.MigrateLockKey)
 	require.NoError(t, err)
@@ -326,6 +318,217 @@ func TestMigrateLockHolderIsOfThisDatabase(t *testing.T) {
 	require.True(t, found)
 	require.Equal(t, int32(holder.PgConn().PID()), h.PID)
 	require.Equal(t, "this-database", h.Application)
+}
+
+// A migration that waits for a table lock (007's ALTER TABLE of
+// outbox_relay_control, behind a transaction that read the table) gives up
+// after lock_timeout and is tried again, so that the service's statements
+// on the table, queued behind its request, wait at most that long; the run
+// says so, naming the session it waited for, and completes once that
+// session is gone. It waited up to its 5-minute bound before, and every
+// relay claim with it.
+func TestMigrateGivesUpTableLockWaits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := testenv.EmptyDatabaseURL(t)
+	admin := connectAs(ctx, t, u, "test-admin")
+	// From version 3, the run goes through 004, which waits without
+	// lock_timeout, and tern's "reset all" after each migration, which must
+	// give 007 the session's lock_timeout back.
+	require.NoError(t, store.MigrateTo(ctx, admin, 3))
+
+	// The lock a read of the table holds to its transaction's end. Taken
+	// by LOCK TABLE, the transaction holds no snapshot, which 004's CREATE
+	// INDEX CONCURRENTLY would wait for (TestMigrateConcurrentBuildWaitsForOldSnapshots).
+	holder := connectAs(ctx, t, u, "long-reader")
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, "lock table outbox_relay_control in access share mode")
+	require.NoError(t, err)
+	var paused bool
+
+	retries := make(chan store.MigrateRetry, 100)
+	done := make(chan error, 1)
+	runCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	go func() {
+		_, err := store.MigrateURL(runCtx, u, &store.MigrateReports{Retrying: func(r store.MigrateRetry) { retries <- r }})
+		done <- err
+	}()
+	awaitLockWait(ctx, t, admin, done, `select exists (select 1 from pg_locks
+		where relation = 'outbox_relay_control'::regclass and mode = 'AccessExclusiveLock' and not granted)`)
+
+	// (a) A relay's read of the table, queued behind the migration.
+	reader := connectAs(ctx, t, u, "outbox-relay")
+	bound := store.MigrateLockTimeout + 2*time.Second
+	readCtx, readCancel := context.WithTimeout(ctx, bound+3*time.Second)
+	defer readCancel()
+	start := time.Now()
+	err = reader.QueryRow(readCtx, "select paused from outbox_relay_control").Scan(&paused)
+	took := time.Since(start)
+	require.NoError(t, err, "a read of outbox_relay_control (every relay claim's) still waited behind the migration after %s", took.Round(time.Millisecond))
+	require.Less(t, took, bound, "a read of outbox_relay_control waited behind the migration")
+	t.Logf("the read waited %s behind the migration (lock_timeout %s)", took.Round(time.Millisecond), store.MigrateLockTimeout)
+
+	// (c) The try that gave up is reported, with the session it waited for.
+	var r store.MigrateRetry
+	select {
+	case r = <-retries:
+	case err := <-done:
+		t.Fatalf("migrate ended (%v) while a transaction held the table it alters", err)
+	case <-time.After(2*store.MigrateLockTimeout + 5*time.Second):
+		t.Fatal("no retry reported")
+	}
+	require.Equal(t, "007_outbox_maintenance_lease.sql", r.Migration)
+	require.Equal(t, 1, r.Tries)
+	require.Positive(t, r.Next)
+	var pids []int
+	for _, b := range r.Blockers {
+		pids = append(pids, b.PID)
+	}
+	require.Contains(t, pids, int(holder.PgConn().PID()), "the report names the session the migration waited for")
+
+	// (b) Once the reader's transaction ends, the run completes.
+	require.NoError(t, tx.Rollback(ctx))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("migrate did not finish within a minute of the lock's release")
+	}
+	version, err := store.SchemaVersion()
+	require.NoError(t, err)
+	require.Equal(t, version, schemaVersion(ctx, t, admin))
+}
+
+// Migration 004 builds its index CONCURRENTLY, which waits for every older
+// transaction (a long report's snapshot) and blocks none of the service's
+// statements: it waits without lock_timeout, rather than failing at every
+// long reader and building its index again at every try.
+func TestMigrateConcurrentBuildWaitsForOldSnapshots(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := testenv.EmptyDatabaseURL(t)
+	admin := connectAs(ctx, t, u, "test-admin")
+	require.NoError(t, store.MigrateTo(ctx, admin, 3))
+
+	holder := connectAs(ctx, t, u, "report")
+	tx, err := holder.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, "select 1") // takes the transaction's snapshot
+	require.NoError(t, err)
+
+	retries := make(chan store.MigrateRetry, 100)
+	done := make(chan error, 1)
+	runCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	go func() {
+		_, err := store.MigrateURL(runCtx, u, &store.MigrateReports{Retrying: func(r store.MigrateRetry) { retries <- r }})
+		done <- err
+	}()
+	awaitLockWait(ctx, t, admin, done, `select exists (select 1 from pg_stat_activity
+		where datname = current_database() and application_name = '`+store.MigrateApplication+`' and wait_event_type = 'Lock')`)
+	select {
+	case r := <-retries:
+		t.Fatalf("migration %s gave up waiting for an older transaction (try %d)", r.Migration, r.Tries)
+	case err := <-done:
+		t.Fatalf("migrate ended (%v) while an older transaction was open", err)
+	case <-time.After(store.MigrateLockTimeout + time.Second):
+	}
+	require.NoError(t, tx.Commit(ctx))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("migrate did not finish within a minute of the transaction's end")
+	}
+	require.Empty(t, retries)
+	version, err := store.SchemaVersion()
+	require.NoError(t, err)
+	require.Equal(t, version, schemaVersion(ctx, t, admin))
+}
+
+// A migrate run's lock_timeout is 3 s unless DATABASE_URL sets one, as a
+// parameter or in options; deadlock_timeout is another setting.
+func TestMigrateLockTimeoutGivesWayToTheURL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := testenv.DatabaseURL(t)
+	for _, c := range []struct {
+		params, want string
+		connect      bool
+	}{
+		{"", "3s", true},
+		{"lock_timeout=10s", "10s", true},
+		{"LOCK_TIMEOUT=10s", "10s", true},
+		{"options=-c%20lock_timeout%3D10s", "10s", true},
+		{"options=-clock_timeout%3D10s", "10s", true},
+		{"options=--lock-timeout%3D10s", "10s", true},
+		// deadlock_timeout is a superuser's setting: not sent.
+		{"options=-c%20deadlock_timeout%3D2s", "3000ms", false},
+	} {
+		cfg, err := store.MigrateConnConfig(withParam(u, c.params))
+		require.NoError(t, err)
+		if !c.connect {
+			require.Equal(t, c.want, cfg.RuntimeParams["lock_timeout"], "params %q", c.params)
+			continue
+		}
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		require.NoError(t, err, "params %q", c.params)
+		var got string
+		require.NoError(t, conn.QueryRow(ctx, "show lock_timeout").Scan(&got))
+		require.NoError(t, conn.Close(ctx))
+		require.Equal(t, c.want, got, "params %q", c.params)
+	}
+}
+
+// awaitLockWait polls query (one boolean) on conn until it is true, failing
+// t after 30 s or if the migrate run ends (done) first.
+func awaitLockWait(ctx context.Context, t *testing.T, conn *pgx.Conn, done <-chan error, query string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting bool
+		require.NoError(t, conn.QueryRow(ctx, query).Scan(&waiting))
+		if waiting {
+			return
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("migrate ended (%v) before it waited for the lock", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("migrate did not wait for the lock within 30 s; this database's sessions:\n%s", sessions(ctx, t, conn))
+		}
+	}
+}
+
+// sessions lists the sessions of conn's database, what a test that waited
+// in vain for a lock wait shows.
+func sessions(ctx context.Context, t *testing.T, conn *pgx.Conn) string {
+	t.Helper()
+	rows, err := conn.Query(ctx, `select format('pid %s %s: %s, waits for %s %s: %s', pid, application_name, state,
+			wait_event_type, wait_event, left(query, 120))
+		from pg_stat_activity where datname = current_database() order by pid`)
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return strings.Join(lines, "\n")
+}
+
+// connectAs connects to u with application_name app, closed at t's cleanup.
+func connectAs(ctx context.Context, t *testing.T, u, app string) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(u)
+	require.NoError(t, err)
+	cfg.RuntimeParams["application_name"] = app
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(ctx) })
+	return conn
 }
 
 // withPoolSettings adds the pgxpool settings of the README's DATABASE_URL
