@@ -1,8 +1,10 @@
 package ingest_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,14 +35,7 @@ func TestNotReadyWhileTheGroupsCoordinatorIsUnreachable(t *testing.T) {
 // broker 1 answers.
 func notReadyWhileCutOff(t *testing.T, leader, coordinator int32, want string) {
 	t.Helper()
-	b := setup(t, 1, "")
-	b.topic, b.dlqTopic = "links-in", "links-dlq"
-	bootstrap, group, down := testenv.TwoBrokers(t, map[string]int32{b.topic: leader, b.dlqTopic: leader}, coordinator)
-	b.bootstrap, b.group = bootstrap, group
-	b.dlqAt(t, bootstrap, 10*time.Second)
-	r := b.start(t)
-	b.warmUp(t, r, 3)
-
+	r, down := startOnTwoBrokers(t, leader, coordinator, testenv.DropRequests)
 	down.Store(true)
 	cut := time.Now()
 	// A metadata probe that goes to broker 1 times out, and says so
@@ -58,4 +53,80 @@ func notReadyWhileCutOff(t *testing.T, leader, coordinator int32, want string) {
 	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 15*time.Second, 100*time.Millisecond)
 	t.Logf("figures: ready %.1fs after broker 1 answered again", time.Since(back).Seconds())
 	require.NoError(t, r.stop(t))
+}
+
+// TestNotReadyWhileThePartitionsLeaderIsSilent: as
+// TestNotReadyWhileThePartitionsLeaderIsUnreachable, with the leader's
+// link holding every request instead of resetting: its connection stays up
+// until librdkafka's 60-s request timeout.
+func TestNotReadyWhileThePartitionsLeaderIsSilent(t *testing.T) {
+	t.Parallel()
+	notReadyWhileSilent(t, 1, 0, "links-in[0]: its leader, broker 1,")
+}
+
+// TestNotReadyWhileTheGroupsCoordinatorIsSilent: the same with the
+// group's coordinator silent; librdkafka's group state stays "up"
+// throughout.
+func TestNotReadyWhileTheGroupsCoordinatorIsSilent(t *testing.T) {
+	t.Parallel()
+	notReadyWhileSilent(t, 0, 1, "the consumer group's coordinator")
+}
+
+// notReadyWhileSilent runs an ingestor on testenv.TwoBrokers whose
+// broker 1 holds every request, and watches /readyz for 45 s: it must turn
+// not ready within 20 s and stay so (a probe that happens to go to broker
+// 1 times out and is a reason as good; a moment's 200 while the reasons
+// change hands is allowed, a tenth of the samples), naming want at some
+// point; then 200 again once broker 1 answers. Before the silence was read
+// from the statistics, the silent leader showed after 72 s, /readyz 200
+// for the 33 s before, and the silent coordinator never.
+func notReadyWhileSilent(t *testing.T, leader, coordinator int32, want string) {
+	t.Helper()
+	r, down := startOnTwoBrokers(t, leader, coordinator, testenv.HoldRequests)
+	down.Store(true)
+	cut := time.Now()
+	var firstDown time.Duration
+	named, samples, readyAfter := "", 0, 0
+	for time.Since(cut) < 45*time.Second {
+		code, body := r.readyzBody(t)
+		switch {
+		case code != http.StatusOK && firstDown == 0:
+			firstDown = time.Since(cut)
+		case code == http.StatusOK && firstDown > 0:
+			readyAfter++
+		}
+		if firstDown > 0 {
+			samples++
+		}
+		if named == "" && strings.Contains(body, want) {
+			named = fmt.Sprintf("%.1fs: %s", time.Since(cut).Seconds(), body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("figures: not ready %.1fs after broker 1 fell silent; ready in %d of %d samples after; named: %s", firstDown.Seconds(), readyAfter, samples, named)
+	require.NotZero(t, firstDown, "/readyz stayed 200 for 45 s while broker 1 held every request")
+	require.LessOrEqual(t, firstDown, 20*time.Second, "not ready only %s after broker 1 fell silent", firstDown)
+	require.LessOrEqual(t, readyAfter*10, samples, "/readyz 200 in %d of %d samples while broker 1 stayed silent", readyAfter, samples)
+	require.NotEmpty(t, named, "/readyz never said %q", want)
+
+	down.Store(false)
+	back := time.Now()
+	require.Eventually(t, func() bool { return r.readyz(t) == http.StatusOK }, 15*time.Second, 100*time.Millisecond)
+	t.Logf("figures: ready %.1fs after broker 1 answered again", time.Since(back).Seconds())
+	require.NoError(t, r.stop(t))
+}
+
+// startOnTwoBrokers runs a warmed-up ingestor on testenv.TwoBrokers, its
+// topics led by leader and its group coordinated by coordinator, and
+// returns it with the switch that cuts broker 1 off by fault.
+func startOnTwoBrokers(t *testing.T, leader, coordinator int32, fault testenv.LinkFault) (*running, *atomic.Bool) {
+	t.Helper()
+	b := setup(t, 1, "")
+	b.topic, b.dlqTopic = "links-in", "links-dlq"
+	bootstrap, group, down := testenv.TwoBrokers(t, map[string]int32{b.topic: leader, b.dlqTopic: leader}, coordinator, fault)
+	b.bootstrap, b.group = bootstrap, group
+	b.dlqAt(t, bootstrap, 10*time.Second)
+	r := b.start(t)
+	b.warmUp(t, r, 3)
+	return r, down
 }

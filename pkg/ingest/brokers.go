@@ -34,18 +34,24 @@ func (in *Ingestor) watchBrokers(ctx context.Context) {
 			return
 		}
 		state, reason := brokersUp, ""
+		var lack string
+		if lr, ok := in.consumer.(linkReporter); ok {
+			lack = lr.LinkProblem()
+		}
 		var topicErr *record.TopicError
 		switch {
 		case errors.As(err, &topicErr):
 			state, reason = brokersWithoutTopic, "input "+topicErr.Error()
 		case err != nil:
 			state, reason = brokersUnreachable, "brokers unreachable: "+err.Error()
-		default:
-			if lr, ok := in.consumer.(linkReporter); ok {
-				if p := lr.LinkProblem(); p != "" {
-					state, reason = brokersLacking, p
-				}
+			if lack != "" {
+				// A broker that holds requests unanswered also takes the
+				// probes sent to it: the probe's timeout alone would
+				// hide which broker is silent while another answers.
+				reason += "; " + lack
 			}
+		case lack != "":
+			state, reason = brokersLacking, lack
 		}
 		// The reason names the probe's wait, which grows while the brokers
 		// stay away: one line per change of state, not of reason. The line

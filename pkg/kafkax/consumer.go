@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -125,7 +126,21 @@ func NewConsumer(logger *slog.Logger, cfg ConsumerConfig) (*Consumer, error) {
 		stopLogs()
 		return nil, createError("kafka consumer", err)
 	}
-	return &Consumer{logger: logger, topic: cfg.Topic, c: c, stopLogs: stopLogs, health: &linkHealth{topic: cfg.Topic}}, nil
+	health := &linkHealth{topic: cfg.Topic, answerWithin: fetchWait(m)}
+	return &Consumer{logger: logger, topic: cfg.Topic, c: c, stopLogs: stopLogs, health: health}, nil
+}
+
+// fetchWait is how long a broker may hold the consumer's fetch
+// (fetch.wait.max.ms, librdkafka's 500 ms unless a property sets it; a
+// value librdkafka accepted is a number).
+func fetchWait(m kafka.ConfigMap) time.Duration {
+	ms := 500
+	if v, ok := m["fetch.wait.max.ms"]; ok {
+		if n, err := strconv.Atoi(fmt.Sprint(v)); err == nil {
+			ms = n
+		}
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // LinkProblem says what the consumer has lacked for 10 s while a broker

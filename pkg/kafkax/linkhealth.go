@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -22,6 +23,16 @@ import (
 // probe passes while nothing is consumed or published. librdkafka's
 // statistics say what each client has of the brokers it needs; linkHealth
 // reads them.
+//
+// A connection's state is not enough: a link that drops packets without a
+// reset (a broker host frozen, a firewall that drops) keeps its connection
+// UP until librdkafka's request timeout (socket.timeout.ms, 60 s), and the
+// group's coordinator connection then cycles through its setup states
+// while librdkafka's group state stays "up". Measured with one of two
+// brokers not answering (kfake, its requests held): a silent input leader
+// showed after 72 s, a silent coordinator never, /readyz 200 meanwhile. So
+// a broker that owes the client answers and has sent nothing back for
+// longer than they take is a problem too (silence).
 
 // statsInterval is how often librdkafka emits its statistics
 // (statistics.interval.ms; an operator may change it, 0 turns the check
@@ -43,10 +54,16 @@ type linkHealth struct {
 	// postponed row again a moment after; linkGrace when 0).
 	topic   string
 	needFor time.Duration
+	// answerWithin is how long a working broker may hold a request of
+	// this client: the consumer's fetch wait (a fetch is held until
+	// records arrive or it runs out), 0 for a producer. Silence beyond it
+	// is a problem, reported after linkGrace like any other.
+	answerWithin time.Duration
 
 	mu       sync.Mutex
 	problems map[string]*linkProblem // by what each is about
 	produced map[string]produced     // a producer's partitions, by key
+	owing    map[string]time.Time    // since when each broker (by name) has owed answers
 	report   string
 }
 
@@ -64,6 +81,10 @@ type produced struct {
 type linkProblem struct {
 	text        string
 	since, seen time.Time
+	// silence: the statistics date it (silenceLocked), so a probe no
+	// broker answered does not forget it (see probed); lasting: it has
+	// lasted linkGrace, and is reported.
+	silence, lasting bool
 }
 
 // rdStats is the part of librdkafka's statistics JSON (STATISTICS.md)
@@ -74,14 +95,28 @@ type rdStats struct {
 		Partitions map[string]rdPartition `json:"partitions"`
 	} `json:"topics"`
 	Cgrp *struct {
-		State string `json:"state"`
+		State     string `json:"state"`
+		JoinState string `json:"join_state"`
 	} `json:"cgrp"`
 }
 
 type rdBroker struct {
-	NodeID int32  `json:"nodeid"`
-	State  string `json:"state"`
+	Name     string `json:"name"`
+	NodeID   int32  `json:"nodeid"`
+	NodeName string `json:"nodename"`
+	Source   string `json:"source"`
+	State    string `json:"state"`
+	// Requests waiting to be sent and sent awaiting their response, and
+	// the microseconds since the connection last received anything (-1:
+	// nothing yet).
+	OutBuf   int64 `json:"outbuf_cnt"`
+	WaitResp int64 `json:"waitresp_cnt"`
+	RxIdle   int64 `json:"rxidle"`
 }
+
+// coordinator is the logical broker through which librdkafka talks to the
+// consumer group's coordinator: a connection of its own, with node id -1.
+func (b rdBroker) coordinator() bool { return b.Source == "logical" && b.Name == "GroupCoordinator" }
 
 type rdPartition struct {
 	Partition int32 `json:"partition"`
@@ -111,24 +146,28 @@ func (h *linkHealth) observe(now time.Time, statsJSON string) {
 		h.problems, h.report = nil, ""
 		return
 	}
-	// Each problem by what it is about, so that its grace runs through
-	// the states a connection cycles through (DOWN, CONNECT, …), with what
-	// the latest statistics say of it; "" for what they show working.
-	seen := map[string]string{}
-	if st.Cgrp != nil {
-		seen["group"] = ""
-		if st.Cgrp.State != "up" {
-			seen["group"] = fmt.Sprintf("the consumer group's coordinator is not reachable (librdkafka group state %q)", st.Cgrp.State)
-		}
-	}
-	states := map[int32]string{}
-	for _, b := range st.Brokers {
-		if b.NodeID >= 0 {
-			states[b.NodeID] = b.State
-		}
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// Each problem by what it is about, so that its grace runs through
+	// the states a connection cycles through (DOWN, CONNECT, …), with what
+	// the latest statistics say of it; no text for what they show working.
+	seen := map[string]finding{}
+	brokers := map[int32]rdBroker{}
+	var coord *rdBroker
+	for _, b := range st.Brokers {
+		switch {
+		case b.NodeID >= 0:
+			brokers[b.NodeID] = b
+		case b.coordinator():
+			coord = &b
+		}
+	}
+	h.trackOwingLocked(now, st.Brokers)
+	if st.Cgrp != nil {
+		if f, known := h.groupLocked(now, st.Cgrp.State, st.Cgrp.JoinState, coord); known {
+			seen["group"] = f
+		}
+	}
 	for topic, t := range st.Topics {
 		for _, p := range t.Partitions {
 			if p.Partition < 0 {
@@ -142,15 +181,16 @@ func (h *linkHealth) observe(now time.Time, statsJSON string) {
 			if id < 0 || id == p.Leader {
 				id, which = p.Leader, "leader"
 			}
-			switch state, known := states[id]; {
+			b, known := brokers[id]
+			switch {
 			case id < 0:
-				seen[key] = key + " has no leader"
+				seen[key] = finding{text: key + " has no leader"}
 			case !known:
-				seen[key] = fmt.Sprintf("%s: its %s, broker %d, is not connected", key, which, id)
-			case !brokerUp(state):
-				seen[key] = fmt.Sprintf("%s: its %s, broker %d, is not reachable (connection state %s)", key, which, id, state)
+				seen[key] = finding{text: fmt.Sprintf("%s: its %s, broker %d, is not connected", key, which, id)}
+			case !brokerUp(b.State):
+				seen[key] = finding{text: fmt.Sprintf("%s: its %s, broker %d, is not reachable (connection state %s)", key, which, id, b.State)}
 			default:
-				seen[key] = ""
+				seen[key] = h.silenceLocked(now, b, fmt.Sprintf("%s: its %s, broker %d,", key, which, id))
 			}
 		}
 	}
@@ -158,25 +198,42 @@ func (h *linkHealth) observe(now time.Time, statsJSON string) {
 	if h.problems == nil {
 		h.problems = map[string]*linkProblem{}
 	}
-	for key, text := range seen {
+	for key, f := range seen {
+		since := now
+		if !f.since.IsZero() {
+			since = f.since
+		}
 		switch p := h.problems[key]; {
-		case text == "":
+		case f.text == "":
 			delete(h.problems, key)
 		case p == nil:
-			h.problems[key] = &linkProblem{text: text, since: now, seen: now}
+			h.problems[key] = &linkProblem{text: f.text, since: since, seen: now, silence: !f.since.IsZero()}
 		default:
-			p.text, p.seen = text, now
+			p.text, p.seen, p.silence = f.text, now, !f.since.IsZero()
+			if since.Before(p.since) {
+				p.since = since
+			}
 		}
 	}
-	var lasting []string
 	for key, p := range h.problems {
-		switch {
-		case now.Sub(p.seen) >= linkGrace:
+		if now.Sub(p.seen) >= linkGrace {
 			// Not needed for as long (nothing produced to the
 			// partition lately, the partition revoked): what became of
 			// it is not known.
 			delete(h.problems, key)
-		case now.Sub(p.since) >= linkGrace:
+			continue
+		}
+		p.lasting = now.Sub(p.since) >= linkGrace
+	}
+	h.reportLocked()
+}
+
+// reportLocked sets the report from the problems that have lasted
+// linkGrace. h.mu is held.
+func (h *linkHealth) reportLocked() {
+	var lasting []string
+	for _, p := range h.problems {
+		if p.lasting {
 			lasting = append(lasting, p.text)
 		}
 	}
@@ -185,6 +242,83 @@ func (h *linkHealth) observe(now time.Time, statsJSON string) {
 		lasting = append(lasting[:3], fmt.Sprintf("and %d more", len(lasting)-3))
 	}
 	h.report = strings.Join(lasting, "; ")
+}
+
+// finding is what one statistics event says of something the client
+// needs: text "" when it works; since, when not zero, when the problem
+// began by the statistics' own account (a broker's silence), earlier than
+// the event.
+type finding struct {
+	text  string
+	since time.Time
+}
+
+// groupLocked is the finding on the consumer's group, given librdkafka's
+// group state, its join state and the coordinator's connection (nil when
+// the statistics have none); known false when they say nothing either way:
+// while the group rebalances, a JoinGroup may wait at the coordinator for
+// the other members, for minutes, and is no silence. h.mu is held.
+func (h *linkHealth) groupLocked(now time.Time, state, joinState string, coord *rdBroker) (f finding, known bool) {
+	const lacks = "the consumer group's coordinator"
+	switch {
+	case state != "up":
+		return finding{text: fmt.Sprintf("%s is not reachable (librdkafka group state %q)", lacks, state)}, true
+	case coord == nil:
+		return finding{}, true
+	case !brokerUp(coord.State):
+		return finding{text: fmt.Sprintf("%s, at %s, is not reachable (connection state %s)", lacks, coord.NodeName, coord.State)}, true
+	case joinState != "steady":
+		return finding{}, false
+	default:
+		return h.silenceLocked(now, *coord, fmt.Sprintf("%s, at %s,", lacks, coord.NodeName)), true
+	}
+}
+
+// trackOwingLocked keeps since when each broker has owed the client
+// answers (requests queued or awaiting their response in every
+// statistics event since). h.mu is held.
+func (h *linkHealth) trackOwingLocked(now time.Time, brokers map[string]rdBroker) {
+	if h.owing == nil {
+		h.owing = map[string]time.Time{}
+	}
+	for name, b := range brokers {
+		owes := brokerUp(b.State) && b.OutBuf+b.WaitResp > 0
+		if _, ok := h.owing[name]; ok && owes {
+			continue
+		}
+		delete(h.owing, name)
+		if owes {
+			h.owing[name] = now
+		}
+	}
+	for name := range h.owing {
+		if _, ok := brokers[name]; !ok {
+			delete(h.owing, name)
+		}
+	}
+}
+
+// silenceLocked is the finding on broker b (connected) that the client
+// needs, what names it: a problem when it has owed answers, and received
+// nothing, for longer than answerWithin. Its silence is the shorter of the
+// two: rxidle alone would count the quiet before a request sent to an
+// idle connection, the owing alone a broker that answers one of several
+// requests outstanding. The problem dates from when the answers were due,
+// so that once its grace has passed it is reported at once, even after
+// restart. h.mu is held.
+func (h *linkHealth) silenceLocked(now time.Time, b rdBroker, what string) finding {
+	owes, ok := h.owing[b.Name]
+	if !ok || b.RxIdle < 0 {
+		return finding{}
+	}
+	silent := min(time.Duration(b.RxIdle)*time.Microsecond, now.Sub(owes))
+	if silent <= h.answerWithin {
+		return finding{}
+	}
+	return finding{
+		text:  fmt.Sprintf("%s does not answer (requests outstanding, nothing received for over %s)", what, h.answerWithin+linkGrace),
+		since: now.Add(h.answerWithin - silent),
+	}
 }
 
 // needsLocked reports whether the client needs the partition's broker:
@@ -208,24 +342,23 @@ func (h *linkHealth) needsLocked(now time.Time, key, topic string, p rdPartition
 	return now.Sub(last.at) < cmp.Or(h.needFor, linkGrace)
 }
 
-// restart forgets every problem: no broker answered a probe, which says
-// more than the statistics do (a connection set up during the outage still
-// shows its state for seconds after), and once one answers, what it still
-// lacks has its grace anew. Without it, the relay showed not ready for 5 s
-// after a frozen broker thawed, on the statistics of the freeze.
-func (h *linkHealth) restart() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.problems, h.report = nil, ""
-}
-
-// probed takes a probe's result and returns it: a failure while ctx is
+// probed takes a probe's result and returns it. A failure while ctx is
 // live, other than a missing topic (some broker answered that), says no
-// broker answered in time, and restarts the problems.
+// broker answered in time: that says more than the statistics do of a
+// connection's state (one set up during the outage still shows its state
+// for seconds after), so those problems are forgotten, and once a broker
+// answers, what the client still lacks has its grace anew. Without it, the
+// relay showed not ready for 5 s after a frozen broker thawed, on the
+// statistics of the freeze. A silence is kept: it is why a probe sent to
+// the silent broker failed, and what readiness should name; the statistics
+// after a thaw end it within statsInterval.
 func (h *linkHealth) probed(ctx context.Context, err error) error {
 	var topicErr *record.TopicError
 	if err != nil && ctx.Err() == nil && !errors.As(err, &topicErr) {
-		h.restart()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		maps.DeleteFunc(h.problems, func(_ string, p *linkProblem) bool { return !p.silence })
+		h.reportLocked()
 	}
 	return err
 }

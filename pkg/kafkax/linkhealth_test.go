@@ -2,6 +2,7 @@ package kafkax
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -142,4 +143,104 @@ func TestLinkHealthRestartsWhenNoBrokerAnswers(t *testing.T) {
 	require.Empty(t, h.problem(), "its grace starts anew")
 	h.observe(t0.Add(2*linkGrace+time.Second), down)
 	require.NotEmpty(t, h.problem())
+}
+
+// silenceStats is a consumer's statistics with its partition t[0] led by
+// broker 1, and the group's coordinator at broker 1 through the logical
+// GroupCoordinator connection: leader and coord are those two
+// connections.
+func silenceStats(t *testing.T, joinState string, leader, coord rdBroker) string {
+	t.Helper()
+	leader.Name, leader.NodeID, leader.NodeName, leader.Source = "h:9093/1", 1, "h:9093", "learned"
+	coord.Name, coord.NodeID, coord.NodeName, coord.Source = "GroupCoordinator", -1, "h:9093", "logical"
+	st := map[string]any{
+		"brokers": map[string]rdBroker{leader.Name: leader, coord.Name: coord},
+		"topics": map[string]any{"t": map[string]any{"partitions": map[string]rdPartition{
+			"0": {Partition: 0, Leader: 1, Broker: 1, Desired: true}}}},
+		"cgrp": map[string]string{"state": "up", "join_state": joinState},
+	}
+	b, err := json.Marshal(st)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// conn is a connection's state in silenceStats: its state, the requests
+// it owes and the time since it last received anything.
+func conn(state string, owes int64, rxIdle time.Duration) rdBroker {
+	return rdBroker{State: state, WaitResp: owes, RxIdle: rxIdle.Microseconds()}
+}
+
+// TestLinkHealthSilence: a broker whose connection stays UP but which
+// owes answers and sends nothing back (a link that drops packets without a
+// reset) is a problem once its silence has outlasted the client's own
+// wait (answerWithin) and linkGrace; the quiet of an idle connection
+// before a request is not silence, nor is a JoinGroup held while the group
+// rebalances. Each of the first three checks fails on a linkHealth that
+// reads only connection states (the measured case: a silent leader
+// reported after 72 s, a silent coordinator never).
+func TestLinkHealthSilence(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	up := conn("UP", 0, 100*time.Millisecond)
+	const wait = 500 * time.Millisecond
+	leaderSilent := "t[0]: its leader, broker 1, does not answer (requests outstanding, nothing received for over 10.5s)"
+
+	// The input leader falls silent at t0: its fetch was answered every
+	// 100 ms until then.
+	h := &linkHealth{topic: "t", answerWithin: wait}
+	for s := -5; s <= 10; s++ {
+		idle := max(time.Duration(s)*time.Second, 100*time.Millisecond)
+		h.observe(t0.Add(time.Duration(s)*time.Second), silenceStats(t, "steady", conn("UP", 1, idle), up))
+	}
+	require.Empty(t, h.problem(), "10 s of silence: within the fetch wait and the grace")
+	h.observe(t0.Add(11*time.Second), silenceStats(t, "steady", conn("UP", 1, 11*time.Second), up))
+	require.Equal(t, leaderSilent, h.problem())
+
+	// A probe no broker answered keeps a silence (it is why the probe,
+	// sent to the silent broker, failed) where it forgets a connection's
+	// state (TestLinkHealthRestartsWhenNoBrokerAnswers); the first
+	// statistics after the broker answers end it.
+	ctx := context.Background()
+	require.Error(t, h.probed(ctx, errors.New("kafka metadata: Local: Timed out")))
+	require.Equal(t, leaderSilent, h.problem(), "kept through a probe no broker answered")
+	require.NoError(t, h.probed(ctx, nil))
+	h.observe(t0.Add(12*time.Second), silenceStats(t, "steady", conn("UP", 1, 12*time.Second), up))
+	require.Equal(t, leaderSilent, h.problem())
+	h.observe(t0.Add(13*time.Second), silenceStats(t, "steady", conn("UP", 1, 50*time.Millisecond), up))
+	require.Empty(t, h.problem(), "it answered")
+
+	// The coordinator falls silent while the group is steady (a heartbeat
+	// unanswered); the group then rebalances (its session ran out), which
+	// neither clears nor dates the problem, and the connection is set up
+	// anew, in vain.
+	g := &linkHealth{topic: "t", answerWithin: wait}
+	fetching := conn("UP", 1, 100*time.Millisecond)
+	g.observe(t0, silenceStats(t, "steady", fetching, up))
+	for s := 1; s <= 9; s++ {
+		g.observe(t0.Add(time.Duration(s)*time.Second), silenceStats(t, "steady", fetching, conn("UP", 1, time.Duration(s+2)*time.Second)))
+	}
+	rebalancing := func(s int) {
+		g.observe(t0.Add(time.Duration(s)*time.Second), silenceStats(t, "wait-join", fetching, conn("UP", 2, time.Duration(s+2)*time.Second)))
+	}
+	rebalancing(10)
+	rebalancing(11)
+	require.Empty(t, g.problem(), "owed answers since 1 s: 10.5 s of silence at 11.5 s")
+	rebalancing(12)
+	require.Equal(t, "the consumer group's coordinator, at h:9093, does not answer (requests outstanding, nothing received for over 10.5s)", g.problem(),
+		"kept through the rebalance")
+	g.observe(t0.Add(15*time.Second), silenceStats(t, "wait-join", fetching, conn("APIVERSION_QUERY", 1, -time.Microsecond)))
+	require.Equal(t, "the consumer group's coordinator, at h:9093, is not reachable (connection state APIVERSION_QUERY)", g.problem(),
+		"the grace ran from the unanswered heartbeat")
+
+	// Not silence: a request sent on a connection idle for a minute (its
+	// quiet came before the request), one busy connection answering, and
+	// a JoinGroup that the coordinator holds for a rebalance.
+	q := &linkHealth{topic: "t", answerWithin: wait}
+	q.observe(t0, silenceStats(t, "steady", conn("UP", 0, time.Minute), up))
+	q.observe(t0.Add(time.Second), silenceStats(t, "steady", conn("UP", 1, time.Minute+time.Second), up))
+	q.observe(t0.Add(2*time.Second), silenceStats(t, "steady", conn("UP", 0, 10*time.Millisecond), up))
+	for s := 3; s <= 60; s++ {
+		q.observe(t0.Add(time.Duration(s)*time.Second), silenceStats(t, "wait-join", conn("UP", 3, 200*time.Millisecond), conn("UP", 1, time.Duration(s)*time.Second)))
+	}
+	require.Empty(t, q.problem())
 }
