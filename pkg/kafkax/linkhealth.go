@@ -209,10 +209,15 @@ func (h *linkHealth) observe(now time.Time, statsJSON string) {
 		case p == nil:
 			h.problems[key] = &linkProblem{text: f.text, since: since, seen: now, silence: !f.since.IsZero()}
 		default:
-			p.text, p.seen, p.silence = f.text, now, !f.since.IsZero()
-			if since.Before(p.since) {
-				p.since = since
+			// A silence is measured anew by each event: a broker that
+			// answered something since has a later one, and a slow link
+			// that answers every few seconds never lasts the grace. Other
+			// problems keep their start, a silence's too (a coordinator
+			// silent, then set up anew in vain).
+			if (f.since.IsZero() || !p.silence) && p.since.Before(since) {
+				since = p.since
 			}
+			p.text, p.seen, p.since, p.silence = f.text, now, since, !f.since.IsZero()
 		}
 	}
 	for key, p := range h.problems {

@@ -243,4 +243,17 @@ func TestLinkHealthSilence(t *testing.T) {
 		q.observe(t0.Add(time.Duration(s)*time.Second), silenceStats(t, "wait-join", conn("UP", 3, 200*time.Millisecond), conn("UP", 1, time.Duration(s)*time.Second)))
 	}
 	require.Empty(t, q.problem())
+
+	// A slow link (replies 2 s late each way): the producer always owes
+	// the leader a request, and hears from it every few seconds. Each
+	// silence is short; together they are no problem.
+	slow := &linkHealth{}
+	produced := 0
+	for s := 0; s <= 60; s++ {
+		produced++
+		st := strings.Replace(statsJSON("", "UP", 2, false, produced), `"nodeid":2,"state":"UP"`,
+			fmt.Sprintf(`"nodeid":2,"state":"UP","waitresp_cnt":2,"rxidle":%d`, (time.Duration(s%4)*time.Second+500*time.Millisecond).Microseconds()), 1)
+		slow.observe(t0.Add(time.Duration(s)*time.Second), st)
+		require.Empty(t, slow.problem(), "second %d", s)
+	}
 }
