@@ -825,6 +825,16 @@ func TestPausedRelay(t *testing.T) {
 			require.Contains(t, notes, "exec deploy/"+ingestorName+" -- /usr/local/bin/outbox-relay "+cmd)
 		}
 		require.NotContains(t, notes, "exec deploy/"+relayName)
+		// Nor a pod behind its Service: /readyz and /metrics come from the
+		// ingestor's.
+		require.Contains(t, notes, "port-forward svc/"+ingestorName+" 8080:8080")
+		require.NotContains(t, notes, "svc/"+relayName)
+
+		notes = renderNotes(t, "-f", ciValues("paused"), "--set", "relay.paused=false")
+		require.NotContains(t, notes, "The relay is paused by values", "control: the unpaused NOTES rendered")
+		for _, name := range []string{ingestorName, relayName} {
+			require.Contains(t, notes, "port-forward svc/"+name+" ")
+		}
 	})
 
 	t.Run("Unpaused", func(t *testing.T) {
@@ -859,6 +869,17 @@ func TestAllFeatures(t *testing.T) {
 		require.Contains(t, customField(t, rel, "spec", "triggers", 0, "metadata", "query"),
 			`route_passport_outbox_pending{namespace="routes", job="`+relayName+`"}`)
 		require.GreaterOrEqual(t, customField(t, rel, "spec", "minReplicaCount"), float64(1))
+	})
+
+	t.Run("KedaKafkaBootstrapWithoutProtocol", func(t *testing.T) {
+		// The binaries take a protocol prefix on each broker; KEDA's kafka
+		// trigger takes host:port only. The ConfigMap keeps the list as given.
+		r := render(t, "-f", ciValues("all-features"),
+			"--set", `kafka.bootstrapServers=SASL_SSL://kafka-0.kafka:9093\, sasl_ssl://kafka-1.kafka:9093`)
+		require.Equal(t, "SASL_SSL://kafka-0.kafka:9093, sasl_ssl://kafka-1.kafka:9093", r.configMaps[configName].Data["KAFKA_BOOTSTRAP_SERVERS"],
+			"control: the binaries get the prefixed list")
+		require.Equal(t, "kafka-0.kafka:9093,kafka-1.kafka:9093",
+			customField(t, r.custom["ScaledObject"][ingestorName], "spec", "triggers", 0, "metadata", "bootstrapServers"))
 	})
 
 	t.Run("UserTopologySpreadWins", func(t *testing.T) {
