@@ -51,8 +51,8 @@ type MigrateLockHolder struct {
 // every MigrateWaitReport.
 type MigrateWaiting func(holder MigrateLockHolder, waited time.Duration)
 
-// migrateLockTimeout is the lock_timeout of a migrate run's session unless
-// its DATABASE_URL sets one. A migration's ALTER TABLE (AccessExclusiveLock:
+// migrateLockTimeout is the lock_timeout of each migration that runs in a
+// transaction, unless the run's DATABASE_URL sets one. A migration's ALTER TABLE (AccessExclusiveLock:
 // 005 on the passports and the outbox, 007 on outbox_relay_control, which
 // every relay claim reads) queues behind any long reader (pg_dump, a
 // report, the relay's REINDEX CONCURRENTLY), and every later statement on
@@ -176,9 +176,10 @@ func migrateConn(ctx context.Context, conn *pgx.Conn, reports *MigrateReports) (
 		return Migration{}, err
 	}
 	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "select pg_advisory_unlock($1)", migrateLockKey) }()
-	// tern's own advisory lock waits under lock_timeout too (a run of a
-	// release before migrateLockKey may hold it); its blockers go unnamed,
-	// the second session being opened only for migrations.
+	// Under a lock_timeout the URL sets, tern's version table and its own
+	// advisory lock (a run of a release before migrateLockKey may hold it)
+	// are retried too; their blockers go unnamed, the second session being
+	// opened only for migrations.
 	var m *migrate.Migrator
 	err := retryLockTimeouts(ctx, lockWaitWatch{}, reports.retrying(), func() (err error) {
 		m, err = migrate.NewMigrator(ctx, conn, VersionTable)
@@ -210,18 +211,26 @@ func migrateConn(ctx context.Context, conn *pgx.Conn, reports *MigrateReports) (
 	if from == latest {
 		return Migration{From: from, To: latest}, nil // nothing to apply, no second session
 	}
-	// A migration outside a transaction (tern's disable-tx: 004's CREATE
+	// The bound is set in each migration's transaction (tern calls OnStart
+	// after its BEGIN), not for the session: PgBouncer refuses a
+	// lock_timeout among the startup parameters ("unsupported startup
+	// parameter"), and through a transaction pooler a session SET would
+	// stay on a server connection the service's statements use next. A
+	// migration outside a transaction (tern's disable-tx: 004's CREATE
 	// INDEX CONCURRENTLY) takes no lock that the service's statements queue
 	// behind, and waits for every older transaction to end, a report's or
-	// pg_dump's too: under lock_timeout it would fail at every long reader
-	// and build its index again at every try. It waits without one, up to
-	// the run's bound. tern's "reset all" after each migration puts back
-	// the session's default, the startup parameter of migrateConnConfig.
+	// pg_dump's too: under a lock_timeout (the URL's, the role's) it would
+	// fail at every long reader and build its index again at every try, so
+	// it runs without one (tern's "reset all" after it restores the
+	// session's default). Only a broken connection fails these SETs; the
+	// migration's first statement then fails and says so.
+	urlBound := setsLockTimeout(conn.Config().RuntimeParams)
 	m.OnStart = func(int32, string, string, string) {
-		if conn.PgConn().TxStatus() == 'I' { // tern began no transaction
-			// Only a broken connection fails this; the migration's first
-			// statement then fails and says so.
+		switch inTx := conn.PgConn().TxStatus() != 'I'; {
+		case !inTx:
 			_, _ = conn.Exec(ctx, "set lock_timeout = 0")
+		case !urlBound:
+			_, _ = conn.Exec(ctx, fmt.Sprintf("set local lock_timeout = '%dms'", migrateLockTimeout.Milliseconds()))
 		}
 	}
 	watch := lockWaitWatch{pid: conn.PgConn().PID()}
@@ -348,10 +357,7 @@ func setsLockTimeout(params map[string]string) bool {
 }
 
 // migrateConnConfig is the configuration of a migrate run's connection to
-// databaseURL: its application_name and lock_timeout unless databaseURL
-// sets them. lock_timeout goes as a startup parameter, the session's
-// default: tern runs "reset all" after each migration, which would undo a
-// SET.
+// databaseURL: its application_name unless databaseURL sets one.
 func migrateConnConfig(databaseURL string) (*pgx.ConnConfig, error) {
 	cfg, err := connConfig(databaseURL, "DATABASE_URL")
 	if err != nil {
@@ -359,9 +365,6 @@ func migrateConnConfig(databaseURL string) (*pgx.ConnConfig, error) {
 	}
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = MigrateApplication
-	}
-	if !setsLockTimeout(cfg.RuntimeParams) {
-		cfg.RuntimeParams["lock_timeout"] = fmt.Sprintf("%dms", migrateLockTimeout.Milliseconds())
 	}
 	return cfg, nil
 }

@@ -11,8 +11,12 @@ import (
 // MigrateLockKey is the advisory lock migrate runs take turns on.
 const MigrateLockKey = migrateLockKey
 
-// MigrateLockTimeout is a migrate run's lock_timeout unless its URL sets one.
+// MigrateLockTimeout is a migration's lock_timeout unless its URL sets one.
 const MigrateLockTimeout = migrateLockTimeout
+
+// MigrateBoundsLockWaits reports whether a migrate run connected with cfg
+// sets its own lock_timeout in each migration (the URL sets none).
+func MigrateBoundsLockWaits(cfg *pgx.ConnConfig) bool { return !setsLockTimeout(cfg.RuntimeParams) }
 
 // Migrate applies every embedded migration that the database lacks, on
 // conn: MigrateURL's work on a connection a test already holds.

@@ -450,29 +450,31 @@ func TestMigrateConcurrentBuildWaitsForOldSnapshots(t *testing.T) {
 	require.Equal(t, version, schemaVersion(ctx, t, admin))
 }
 
-// A migrate run's lock_timeout is 3 s unless DATABASE_URL sets one, as a
-// parameter or in options; deadlock_timeout is another setting.
+// A migrate run bounds its migrations' lock waits (3 s) unless
+// DATABASE_URL sets a lock_timeout, as a parameter or in options, as the
+// server reads them; deadlock_timeout is another setting. The bound is not
+// the session's: a session connected with no setting has the server's.
 func TestMigrateLockTimeoutGivesWayToTheURL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	u := testenv.DatabaseURL(t)
 	for _, c := range []struct {
-		params, want string
-		connect      bool
+		params, session string
+		bounded         bool
 	}{
-		{"", "3s", true},
-		{"lock_timeout=10s", "10s", true},
-		{"LOCK_TIMEOUT=10s", "10s", true},
-		{"options=-c%20lock_timeout%3D10s", "10s", true},
-		{"options=-clock_timeout%3D10s", "10s", true},
-		{"options=--lock-timeout%3D10s", "10s", true},
-		// deadlock_timeout is a superuser's setting: not sent.
-		{"options=-c%20deadlock_timeout%3D2s", "3000ms", false},
+		{"", "0", true},
+		{"lock_timeout=10s", "10s", false},
+		{"LOCK_TIMEOUT=10s", "10s", false},
+		{"options=-c%20lock_timeout%3D10s", "10s", false},
+		{"options=-clock_timeout%3D10s", "10s", false},
+		{"options=--lock-timeout%3D10s", "10s", false},
+		// deadlock_timeout is a superuser's setting: not connected.
+		{"options=-c%20deadlock_timeout%3D2s", "", true},
 	} {
 		cfg, err := store.MigrateConnConfig(withParam(u, c.params))
 		require.NoError(t, err)
-		if !c.connect {
-			require.Equal(t, c.want, cfg.RuntimeParams["lock_timeout"], "params %q", c.params)
+		require.Equal(t, c.bounded, store.MigrateBoundsLockWaits(cfg), "params %q", c.params)
+		if c.session == "" {
 			continue
 		}
 		conn, err := pgx.ConnectConfig(ctx, cfg)
@@ -480,8 +482,29 @@ func TestMigrateLockTimeoutGivesWayToTheURL(t *testing.T) {
 		var got string
 		require.NoError(t, conn.QueryRow(ctx, "show lock_timeout").Scan(&got))
 		require.NoError(t, conn.Close(ctx))
-		require.Equal(t, c.want, got, "params %q", c.params)
+		require.Equal(t, c.session, got, "params %q", c.params)
 	}
+}
+
+// TestMigrateThroughPgBouncer: a migrate run through PgBouncer (transaction
+// pooling) brings an empty database to this build's version. PgBouncer
+// refuses startup parameters it does not know: with lock_timeout among
+// them every run failed to connect ("unsupported startup parameter").
+func TestMigrateThroughPgBouncer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	pg.CreateDatabase(t, "migrate_bouncer", false)
+	bouncer := testenv.NewPgBouncer(t, pg, testenv.PgBouncerOptions{})
+	m, err := store.MigrateURL(ctx, bouncer.URL("migrate_bouncer"), nil)
+	require.NoError(t, err)
+	version, err := store.SchemaVersion()
+	require.NoError(t, err)
+	require.Equal(t, version, int(m.To))
+	admin, err := pgx.Connect(ctx, pg.URL("migrate_bouncer"))
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	require.Equal(t, version, schemaVersion(ctx, t, admin))
 }
 
 // awaitLockWait polls query (one boolean) on conn until it is true, failing
