@@ -108,7 +108,7 @@ type rdBroker struct {
 	State    string `json:"state"`
 	// Requests waiting to be sent and sent awaiting their response, and
 	// the microseconds since the connection last received anything (-1:
-	// nothing yet).
+	// nothing yet, or not connected).
 	OutBuf   int64 `json:"outbuf_cnt"`
 	WaitResp int64 `json:"waitresp_cnt"`
 	RxIdle   int64 `json:"rxidle"`
@@ -262,7 +262,9 @@ type finding struct {
 // group state, its join state and the coordinator's connection (nil when
 // the statistics have none); known false when they say nothing either way:
 // while the group rebalances, a JoinGroup may wait at the coordinator for
-// the other members, for minutes, and is no silence. h.mu is held.
+// the other members, for minutes, and is no silence, so a silence seen
+// before is kept as it was, unless the coordinator has sent something
+// since it began. h.mu is held.
 func (h *linkHealth) groupLocked(now time.Time, state, joinState string, coord *rdBroker) (f finding, known bool) {
 	const lacks = "the consumer group's coordinator"
 	switch {
@@ -273,6 +275,10 @@ func (h *linkHealth) groupLocked(now time.Time, state, joinState string, coord *
 	case !brokerUp(coord.State):
 		return finding{text: fmt.Sprintf("%s, at %s, is not reachable (connection state %s)", lacks, coord.NodeName, coord.State)}, true
 	case joinState != "steady":
+		p := h.problems["group"]
+		if p != nil && p.silence && coord.RxIdle >= 0 && now.Add(-time.Duration(coord.RxIdle)*time.Microsecond).After(p.since) {
+			return finding{}, true
+		}
 		return finding{}, false
 	default:
 		return h.silenceLocked(now, *coord, fmt.Sprintf("%s, at %s,", lacks, coord.NodeName)), true
@@ -309,8 +315,8 @@ func (h *linkHealth) trackOwingLocked(now time.Time, brokers map[string]rdBroker
 // two: rxidle alone would count the quiet before a request sent to an
 // idle connection, the owing alone a broker that answers one of several
 // requests outstanding. The problem dates from when the answers were due,
-// so that once its grace has passed it is reported at once, even after
-// restart. h.mu is held.
+// so that once its grace has passed it is reported at once, also after a
+// failed probe forgot the other problems (probed). h.mu is held.
 func (h *linkHealth) silenceLocked(now time.Time, b rdBroker, what string) finding {
 	owes, ok := h.owing[b.Name]
 	if !ok || b.RxIdle < 0 {

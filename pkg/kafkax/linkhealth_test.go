@@ -232,6 +232,19 @@ func TestLinkHealthSilence(t *testing.T) {
 	require.Equal(t, "the consumer group's coordinator, at h:9093, is not reachable (connection state APIVERSION_QUERY)", g.problem(),
 		"the grace ran from the unanswered heartbeat")
 
+	// A coordinator silent for a while, which then answers as a rebalance
+	// begins (its JoinGroup held for the other members): the silence is
+	// over, the rebalance says nothing more.
+	r := &linkHealth{topic: "t", answerWithin: wait}
+	r.observe(t0, silenceStats(t, "steady", fetching, up))
+	for s := 1; s <= 6; s++ {
+		r.observe(t0.Add(time.Duration(s)*time.Second), silenceStats(t, "steady", fetching, conn("UP", 1, time.Duration(s)*time.Second)))
+	}
+	for s := 7; s <= 20; s++ {
+		r.observe(t0.Add(time.Duration(s)*time.Second), silenceStats(t, "wait-join", fetching, conn("UP", 1, time.Duration(s-6)*time.Second)))
+		require.Empty(t, r.problem(), "second %d: it answered at 6 s", s)
+	}
+
 	// Not silence: a request sent on a connection idle for a minute (its
 	// quiet came before the request), one busy connection answering, and
 	// a JoinGroup that the coordinator holds for a rebalance.
