@@ -332,9 +332,8 @@ func TestMigrateGivesUpTableLockWaits(t *testing.T) {
 	ctx := context.Background()
 	u := testenv.EmptyDatabaseURL(t)
 	admin := connectAs(ctx, t, u, "test-admin")
-	// From version 3, the run goes through 004, which waits without
-	// lock_timeout, and tern's "reset all" after each migration, which must
-	// give 007 the session's lock_timeout back.
+	// From version 3, the run goes through 004, which runs with
+	// lock_timeout 0 for the session, and 007 must still get its own.
 	require.NoError(t, store.MigrateTo(ctx, admin, 3))
 
 	// The lock a read of the table holds to its transaction's end. Taken
