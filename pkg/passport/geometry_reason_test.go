@@ -36,3 +36,16 @@ func TestGeometryReasonHasNoCoordinates(t *testing.T) {
 		})
 	}
 }
+
+// A geometry whose validation panics inside the library (two almost
+// collinear squares, found by fuzzing) is refused without the panic's
+// text, which quoted two of its vertices.
+func TestGeometryPanicReasonHasNoCoordinates(t *testing.T) {
+	t.Parallel()
+	in := baseDoc().multi(`[[[[6.37795958152644,11.959156847435239],[7.413260561781939,17.075626997267193],[5.878319516832353,17.386217291343844],[4.843018536576854,12.269747141511889],[6.37795958152644,11.959156847435239]]],` +
+		`[[[6.37992835428268,11.968886546557728],[8.200314295209552,11.600537412507407],[8.797153950300004,14.550126312493457],[6.976768009373132,14.918475446543779],[6.37992835428268,11.968886546557728]]]]`).bytes()
+	_, err := passport.Parse(in, passport.Limits{})
+	ce := contractErr(t, err)
+	require.Equal(t, "data.geometry", ce.Field)
+	require.Equal(t, "data.geometry: not a valid polygon by OGC simple-feature rules: the geometry library failed to validate it", ce.Reason)
+}
