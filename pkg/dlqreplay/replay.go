@@ -3,6 +3,7 @@ package dlqreplay
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -279,8 +280,8 @@ func describe(rec record.Record, info dlq.Info) string {
 	if !info.OriginalTimestamp.IsZero() {
 		b = fmt.Appendf(b, " original_time=%s", info.OriginalTimestamp.Format(time.RFC3339Nano))
 	}
-	b = fmt.Appendf(b, " category=%s field=%s exception=%s key=%s value_bytes=%d",
-		strconv.Quote(string(info.Category)), strconv.Quote(info.Field), quoteTrunc([]byte(info.ExceptionMessage), 500), keyText(rec.Key), len(rec.Value))
+	b = fmt.Appendf(b, " category=%s field=%s %s %s value_bytes=%d",
+		strconv.Quote(string(info.Category)), strconv.Quote(info.Field), exceptionText(info), keyText(rec.Key), len(rec.Value))
 	if info.ValueOmittedBytes > 0 {
 		b = fmt.Appendf(b, " value_omitted_bytes=%d", info.ValueOmittedBytes)
 	}
@@ -300,11 +301,27 @@ func orUnknown(v int64) string {
 	return strconv.FormatInt(v, 10)
 }
 
+// keyText names a record's key by its size and a fingerprint: the
+// contract lets a key be anything, user data included, and the ingestor
+// itself logs only its size. The fingerprint tells records with the same
+// key apart from others without showing it.
 func keyText(k []byte) string {
 	if k == nil {
-		return "null"
+		return "key=null"
 	}
-	return quoteTrunc(k, 120)
+	sum := sha256.Sum256(k)
+	return fmt.Sprintf("key_bytes=%d key_sha256=%x", len(k), sum[:4])
+}
+
+// exceptionText is the letter's exception message when this service wrote
+// it (pcp-error-category set: its messages name fields and rules, never
+// values), else only its size: another producer's (a Spring listener's)
+// may quote the payload.
+func exceptionText(info dlq.Info) string {
+	if info.Category == "" {
+		return fmt.Sprintf("exception_bytes=%d", len(info.ExceptionMessage))
+	}
+	return "exception=" + quoteTrunc([]byte(info.ExceptionMessage), 500)
 }
 
 // quoteTrunc quotes b (Go syntax, so binary bytes stay visible and the

@@ -99,7 +99,7 @@ func TestReplayIntegration(t *testing.T) {
 		require.Equal(t, 0, code, out)
 		require.Contains(t, out, "dry_run=true selected=2 replayed=0 skipped=1 failed=0 scanned=3")
 		require.Contains(t, out, `would-replay dlq_partition=0 dlq_offset=0 `)
-		require.Contains(t, out, `original_topic="pcp.request.survey-georeference.v1" original_partition=3 original_offset=1234 original_time=2026-04-28T10:15:00Z category="CONTRACT" field="data.geometry" exception="data.geometry: ring not closed" key="k1" value_bytes=22`)
+		require.Contains(t, out, `original_topic="pcp.request.survey-georeference.v1" original_partition=3 original_offset=1234 original_time=2026-04-28T10:15:00Z category="CONTRACT" field="data.geometry" exception="data.geometry: ring not closed" key_bytes=2 key_sha256=6ab9f1eb value_bytes=22`)
 		require.Contains(t, out, `field="data.id" exception="data.geometry: ring not closed" key=null value_bytes=22`)
 		require.NotContains(t, out, "VALUE-")
 

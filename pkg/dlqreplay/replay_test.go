@@ -223,7 +223,7 @@ func TestRun(t *testing.T) {
 		require.Empty(t, b.producer.batches)
 		out := b.out.String()
 		require.Equal(t,
-			`would-replay dlq_partition=0 dlq_offset=10 dlq_time=2026-04-28T10:00:00Z original_topic="pcp.request.survey-georeference.v1" original_partition=3 original_offset=1234 original_time=2026-04-28T10:15:00Z category="CONTRACT" field="data.geometry" exception="data.geometry: ring not closed" key="k0" value_bytes=25`+"\n",
+			`would-replay dlq_partition=0 dlq_offset=10 dlq_time=2026-04-28T10:00:00Z original_topic="pcp.request.survey-georeference.v1" original_partition=3 original_offset=1234 original_time=2026-04-28T10:15:00Z category="CONTRACT" field="data.geometry" exception="data.geometry: ring not closed" key_bytes=2 key_sha256=d1a5ac9a value_bytes=25`+"\n", // sha256("k0") begins d1a5ac9a
 			out)
 		require.Equal(t, []record.PartitionRange{{Partition: 0, Start: 10, End: 13}}, b.reader.ranges)
 	})
@@ -355,4 +355,26 @@ func dlqHeaders(category dlq.Category, field string) []record.Header {
 	}
 	why := dlq.Reason{FQCN: dlq.FQCNContractViolation, Message: "data.geometry: ring not closed", Category: category, Field: field}
 	return dlq.Letter("dlq", orig, "pcp-route-processing-service", why).Headers
+}
+
+// A record's line names its key by size and fingerprint, never its bytes
+// (a key may be anything, user data included), and another producer's
+// exception message (a Spring listener's may quote the payload) by its
+// size; this service's own, which names fields and rules, in full.
+func TestDescribeShowsNoKeyOrForeignException(t *testing.T) {
+	t.Parallel()
+	key := []byte(`{"customer":"Ivan Petrov"}`)
+	foreign := record.Record{Key: key, Value: []byte("{}"), Headers: []record.Header{
+		{Key: dlq.HeaderExceptionMessage, Value: []byte(`Cannot deserialize value "Ivan Petrov"`)},
+	}}
+	line := describe(foreign, dlq.Decode(foreign.Headers))
+	require.NotContains(t, line, "Ivan")
+	require.Contains(t, line, fmt.Sprintf(" exception_bytes=%d key_bytes=%d key_sha256=", len(`Cannot deserialize value "Ivan Petrov"`), len(key)))
+
+	own := foreign
+	own.Headers = append([]record.Header{{Key: dlq.HeaderErrorCategory, Value: []byte("CONTRACT")}}, own.Headers[0])
+	own.Headers[1].Value = []byte("data.id: required")
+	line = describe(own, dlq.Decode(own.Headers))
+	require.NotContains(t, line, "Ivan")
+	require.Contains(t, line, ` exception="data.id: required" key_bytes=`)
 }
