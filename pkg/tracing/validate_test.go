@@ -69,6 +69,9 @@ func TestAnInvalidValueStopsNewNamingItsVariable(t *testing.T) {
 		{"ratio below 0", map[string]string{"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "-0.1"}, "OTEL_TRACES_SAMPLER_ARG"},
 		{"ratio NaN", map[string]string{"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "NaN"}, "OTEL_TRACES_SAMPLER_ARG"},
 		{"endpoint does not parse", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "::bad"}, "OTEL_EXPORTER_OTLP_ENDPOINT"},
+		// A '/' in the password ends the host early, and the parser's own
+		// words quote the rest as the port.
+		{"endpoint password with a slash", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://otel:" + secret + "/x@collector:4318"}, "OTEL_EXPORTER_OTLP_ENDPOINT"},
 		{"endpoint not a url", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "not a url"}, "OTEL_EXPORTER_OTLP_ENDPOINT"},
 		{"endpoint blank", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "  "}, "OTEL_EXPORTER_OTLP_ENDPOINT"},
 		{"traces endpoint blank", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": " "}, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"},
