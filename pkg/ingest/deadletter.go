@@ -9,6 +9,7 @@ import (
 
 	"github.com/pcp/route-processing/pkg/backoff"
 	"github.com/pcp/route-processing/pkg/dlq"
+	"github.com/pcp/route-processing/pkg/obs"
 	"github.com/pcp/route-processing/pkg/record"
 	"github.com/pcp/route-processing/pkg/store"
 )
@@ -141,10 +142,10 @@ func recordAttrs(it *item) []any {
 	if p := it.acc.Passport; p != nil {
 		attrs = append(attrs, slog.String("route_id", p.RouteID))
 		if p.TraceID != nil {
-			attrs = append(attrs, slog.String("trace_id", *p.TraceID))
+			attrs = append(attrs, slog.String("trace_id", obs.Ident(*p.TraceID)))
 		}
 		if p.CorrelationID != nil {
-			attrs = append(attrs, slog.String("correlation_id", *p.CorrelationID))
+			attrs = append(attrs, slog.String("correlation_id", obs.Ident(*p.CorrelationID)))
 		}
 	}
 	return attrs

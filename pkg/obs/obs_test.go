@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -111,4 +112,21 @@ func TestServeClosesIdleConnections(t *testing.T) {
 
 	cancel()
 	require.NoError(t, <-errc)
+}
+
+func TestIdent(t *testing.T) {
+	t.Parallel()
+	short := strings.Repeat("a", 128)
+	if got := Ident(short); got != short {
+		t.Errorf("Ident(128 bytes) = %q, want it whole", got)
+	}
+	long := strings.Repeat("é", 100) // 200 bytes; byte 128 is inside no rune
+	got := Ident(long)
+	if want := strings.Repeat("é", 64) + "…(200 bytes)"; got != want {
+		t.Errorf("Ident(200 bytes) = %q, want %q", got, want)
+	}
+	odd := "x" + strings.Repeat("é", 100) // byte 128 splits a rune
+	if got := Ident(odd); !utf8.ValidString(got) || !strings.HasSuffix(got, "…(201 bytes)") || len(got) > 128+len("…(201 bytes)") {
+		t.Errorf("Ident(201 bytes, a rune split) = %q", got)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pcp/route-processing/pkg/backoff"
+	"github.com/pcp/route-processing/pkg/obs"
 	"github.com/pcp/route-processing/pkg/outbox"
 )
 
@@ -111,7 +112,7 @@ func (r *Relay) recordFailures(ctx context.Context, deadline time.Time, b *batch
 		}
 		for _, k := range order {
 			g := groups[k]
-			attrs := []any{"rows", g.rows, "topic", k.topic, "outbox_id", g.firstID, "key", g.firstKey,
+			attrs := []any{"rows", g.rows, "topic", k.topic, "outbox_id", g.firstID, "key", obs.Ident(g.firstKey),
 				"attempts", g.maxAttempts, "err", k.err}
 			if k.status == outbox.StatusFailed {
 				r.logger.ErrorContext(ctx, "outbox rows failed for good; requeue them with `outbox-relay requeue`", attrs...)
