@@ -345,8 +345,12 @@ func (h *linkHealth) needsLocked(now time.Time, key, topic string, p rdPartition
 	last, ok := h.produced[key]
 	if !ok || p.Msgs != last.msgs {
 		last = produced{msgs: p.Msgs, at: now}
-		if !ok {
-			last.at = time.Time{} // records produced before the first statistics: not known when
+		if !ok && p.Msgs == 0 {
+			// Listed (its topic's metadata names every partition), never
+			// produced to. Records counted at first sight were produced
+			// within the last statsInterval: the statistics begin with the
+			// client, and a partition is listed once produced to.
+			last.at = time.Time{}
 		}
 		h.produced[key] = last
 	}

@@ -81,6 +81,18 @@ func TestLinkHealth(t *testing.T) {
 	producer.observe(t0.Add(2*time.Minute+linkGrace+time.Second), statsJSON("", "DOWN", 7, false, 8))
 	require.Equal(t, "t[1]: its leader, broker 7, is not connected", producer.problem())
 
+	// Records counted in the client's first statistics were produced within
+	// its first second: their leader is needed. A partition listed but
+	// never produced to is not.
+	fresh := &linkHealth{needFor: 30*time.Second + linkGrace}
+	fresh.observe(t0, statsJSON("", "DOWN", 2, false, 3))
+	fresh.observe(t0.Add(linkGrace), statsJSON("", "DOWN", 2, false, 3))
+	require.Equal(t, "t[1]: its leader, broker 2, is not reachable (connection state DOWN)", fresh.problem())
+	unused := &linkHealth{needFor: 30*time.Second + linkGrace}
+	unused.observe(t0, statsJSON("", "DOWN", 2, false, 0))
+	unused.observe(t0.Add(linkGrace), statsJSON("", "DOWN", 2, false, 0))
+	require.Empty(t, unused.problem())
+
 	// A record waits for its leader up to the delivery timeout, 30 s, and
 	// the relay sends its row again a second after: produced to every 31
 	// s, the partition stays needed and its problem reported throughout;
