@@ -132,11 +132,12 @@ func lockMigrations(ctx context.Context, conn *pgx.Conn, waiting MigrateWaiting)
 	var reported time.Time
 	for {
 		var got bool
-		if err := conn.QueryRow(ctx, "select pg_try_advisory_lock($1)", migrateLockKey).Scan(&got); err != nil {
+		var pid uint32
+		if err := conn.QueryRow(ctx, "select pg_try_advisory_lock($1), pg_backend_pid()", migrateLockKey).Scan(&got, &pid); err != nil {
 			return fmt.Errorf("take the migration lock: %w", err)
 		}
 		if got {
-			return nil
+			return sameSession(ctx, conn, pid)
 		}
 		if waiting != nil && (reported.IsZero() || time.Since(reported) >= MigrateWaitReport) {
 			// A holder gone between the two statements, or one this role
@@ -150,6 +151,71 @@ func lockMigrations(ctx context.Context, conn *pgx.Conn, waiting MigrateWaiting)
 			return fmt.Errorf("wait for another migrate run to finish: %w", ctx.Err())
 		}
 	}
+}
+
+// PoolerError is a migrate run whose statements reached PostgreSQL
+// through a connection pooler in transaction mode (PgBouncer's
+// pool_mode=transaction): its session locks, migrateLockKey's and tern's,
+// would stay on whichever server connection took them, held for the
+// pooler's server_lifetime (an hour by default), and the next run would
+// wait for them until its bound.
+type PoolerError struct {
+	// Backends are two server processes that served the same session.
+	Backends [2]uint32
+	// Released reports whether the migration lock taken was released;
+	// when not, its holder is Backends[0].
+	Released bool
+}
+
+func (e *PoolerError) Error() string {
+	msg := fmt.Sprintf("DATABASE_URL goes through a connection pooler in transaction mode (one session's statements ran on backends %d and %d), "+
+		"which would keep the migration's session locks on its server connections: run migrate on a direct connection to PostgreSQL (the chart's database.migrateKey)",
+		e.Backends[0], e.Backends[1])
+	if !e.Released {
+		msg += fmt.Sprintf("; the migration lock stays held by backend %d until the pooler closes that connection (or select pg_terminate_backend(%d))", e.Backends[0], e.Backends[0])
+	}
+	return msg
+}
+
+// poolerChecks is how many statements after the lock's must run on its
+// backend; poolerUnlockTries how many times a run found pooled tries to
+// reach that backend again to release the lock.
+const (
+	poolerChecks      = 3
+	poolerUnlockTries = 50
+)
+
+// sameSession checks that conn's statements run on backend pid, which
+// took the migration lock: through a pooler in transaction mode they run
+// on whichever server connection is free (a review ran two migrate runs
+// through PgBouncer: the lock stayed on an idle server connection, and the
+// next run waited its 5 minutes for it and failed). A pool that hands a
+// quiet client the same connection again passes; one busy with the
+// service's clients, where a lock would be stranded, is caught. On a
+// pooler it releases the lock if it reaches pid again, and returns a
+// *PoolerError.
+func sameSession(ctx context.Context, conn *pgx.Conn, pid uint32) error {
+	for range poolerChecks {
+		var other uint32
+		if err := conn.QueryRow(ctx, "select pg_backend_pid()").Scan(&other); err != nil {
+			return fmt.Errorf("take the migration lock: %w", err)
+		}
+		if other == pid {
+			continue
+		}
+		perr := &PoolerError{Backends: [2]uint32{pid, other}}
+		for range poolerUnlockTries {
+			// Unlocked only on the backend that holds it: elsewhere
+			// pg_advisory_unlock would warn that it holds no such lock.
+			err := conn.QueryRow(ctx, "select case when pg_backend_pid() = $2 then pg_advisory_unlock($1) else false end",
+				migrateLockKey, int64(pid)).Scan(&perr.Released)
+			if err != nil || perr.Released {
+				break
+			}
+		}
+		return perr
+	}
+	return nil
 }
 
 // migrateLockHolder finds the session holding migrateLockKey in this

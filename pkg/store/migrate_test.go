@@ -506,6 +506,52 @@ func TestMigrateThroughPgBouncer(t *testing.T) {
 	require.Equal(t, version, schemaVersion(ctx, t, admin))
 }
 
+// TestMigrateRefusesATransactionPooler: through PgBouncer in transaction
+// mode with its server connections handed out in turn (as a pool busy with
+// the service's clients does), a migrate run's statements land on two
+// backends. It refuses before migrating, naming both and the remedy, and
+// releases the lock it took: a session lock left on a pooled server
+// connection made the next run wait its 5 minutes and fail.
+func TestMigrateRefusesATransactionPooler(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
+	pg.CreateDatabase(t, "migrate_pooled", false)
+	bouncer := testenv.NewPgBouncer(t, pg, testenv.PgBouncerOptions{RoundRobin: true})
+	// Two server connections in the pool: two transactions at once.
+	var warm []pgx.Tx
+	for range 2 {
+		c, err := pgx.Connect(ctx, bouncer.URL("migrate_pooled"))
+		require.NoError(t, err)
+		defer c.Close(ctx)
+		tx, err := c.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, "select 1")
+		require.NoError(t, err)
+		warm = append(warm, tx)
+	}
+	for _, tx := range warm {
+		require.NoError(t, tx.Commit(ctx))
+	}
+
+	_, err := store.MigrateURL(ctx, bouncer.URL("migrate_pooled"), nil)
+	var perr *store.PoolerError
+	require.ErrorAs(t, err, &perr)
+	require.NotEqual(t, perr.Backends[0], perr.Backends[1])
+	require.True(t, perr.Released, "the lock reached again and released: %v", err)
+	require.ErrorContains(t, err, "run migrate on a direct connection")
+
+	direct, err := pgx.Connect(ctx, pg.URL("migrate_pooled"))
+	require.NoError(t, err)
+	defer direct.Close(ctx)
+	var locks int
+	require.NoError(t, direct.QueryRow(ctx, "select count(*) from pg_locks where locktype = 'advisory'").Scan(&locks))
+	require.Zero(t, locks, "an advisory lock left held")
+	var versionTable bool
+	require.NoError(t, direct.QueryRow(ctx, "select to_regclass($1) is not null", store.VersionTable).Scan(&versionTable))
+	require.False(t, versionTable, "migrated through the pooler")
+}
+
 // awaitLockWait polls query (one boolean) on conn until it is true, failing
 // t after 30 s or if the migrate run ends (done) first.
 func awaitLockWait(ctx context.Context, t *testing.T, conn *pgx.Conn, done <-chan error, query string) {

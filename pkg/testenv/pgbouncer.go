@@ -38,6 +38,11 @@ type PgBouncerOptions struct {
 	// PoolSize is default_pool_size: server connections per database and
 	// user (default 20).
 	PoolSize int
+	// RoundRobin hands a client's transactions to the idle server
+	// connections in turn (server_round_robin), where PgBouncer's default
+	// gives a quiet pool's client the same one again: as a pool busy with
+	// other clients does.
+	RoundRobin bool
 }
 
 // NewPgBouncer starts PgBouncer on a free 127.0.0.1 port in front of c
@@ -93,7 +98,8 @@ ignore_startup_parameters = extra_float_digits
 logfile = %s
 log_connections = 0
 log_disconnections = 0
-`, c.Port(), b.port, userlist, poolSize, b.logFile)
+server_round_robin = %d
+`, c.Port(), b.port, userlist, poolSize, b.logFile, map[bool]int{false: 0, true: 1}[opts.RoundRobin])
 	for path, content := range map[string]string{userlist: `"postgres" ""` + "\n", conf: ini} {
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 			t.Fatalf("testenv: %v", err)
