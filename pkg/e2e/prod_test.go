@@ -20,8 +20,9 @@ import (
 // dependency. Every scenario streams passports while the fault happens and
 // prints a figures line (produced, lost, duplicates, dlq, failed, and the
 // seconds things took). Two run at a time, like TestResilience, except
-// pg-blackhole, the failover and the two recovery scenarios, which run first
-// and alone: they time the recovery within seconds, and beside another stack
+// pg-blackhole, pgbouncer-pause, the failover and the two recovery
+// scenarios, which run first and alone: they time the recovery within
+// seconds, and beside another stack
 // (a PostgreSQL, a broker and both binaries, all busy) they measured the
 // neighbour (CI: 500-passport batches taking 3 s instead of 0.1 s after the
 // outage; the failover's writing after the promotion spread over 1.7–7.9 s
@@ -31,7 +32,6 @@ import (
 func TestProduction(t *testing.T) {
 	bins := BuildBinaries(t, t.TempDir())
 	t.Run("pgbouncer", func(t *testing.T) { t.Parallel(); testPgBouncer(t, bins) })
-	t.Run("pgbouncer-pause", func(t *testing.T) { t.Parallel(); testPgBouncerPause(t, bins) })
 	t.Run("pg-standby-lost", func(t *testing.T) { t.Parallel(); testPGStandbyLost(t, bins) })
 	t.Run("pg-latency", func(t *testing.T) { t.Parallel(); testPGLatency(t, bins) })
 	t.Run("pg-slow-link", func(t *testing.T) { t.Parallel(); testPGSlowLink(t, bins) })
@@ -47,6 +47,7 @@ func TestProduction(t *testing.T) {
 	t.Run("kafka-leader-moves", func(t *testing.T) { t.Parallel(); testKafkaLeaderMoves(t, bins) })
 	t.Run("pg-hole-at-start", func(t *testing.T) { t.Parallel(); testPGHoleAtStart(t, bins) })
 	t.Run("kafka-hole-at-start", func(t *testing.T) { t.Parallel(); testKafkaHoleAtStart(t, bins) })
+	t.Run("pgbouncer-pause", func(t *testing.T) { testPgBouncerPause(t, bins) })
 	t.Run("failover", func(t *testing.T) { testFailover(t, bins) })
 	t.Run("pg-outage-recovery", func(t *testing.T) { testPGOutageRecovery(t, bins) })
 	t.Run("broker-freeze-recovery", func(t *testing.T) { testBrokerFreezeRecovery(t, bins) })
@@ -78,7 +79,7 @@ func invalidPassports(seed uint64, n int) [][]byte {
 func testPgBouncer(t *testing.T, bins Binaries) {
 	const n, bad = 3_000, 150
 	start := time.Now()
-	s, _ := bouncerStack(t, bins, "bouncer")
+	s, _ := bouncerStack(t, bins, "bouncer", testenv.PgBouncerOptions{})
 	s.startBoth()
 	recs := GenValid(21, n)
 	invalid := invalidPassports(22, bad)
@@ -219,11 +220,11 @@ func testFailover(t *testing.T, bins Binaries) {
 
 // bouncerStack is a stack whose binaries reach PostgreSQL through PgBouncer
 // in transaction mode (the test's checks go direct), and its PgBouncer.
-func bouncerStack(t *testing.T, bins Binaries, name string) (*stack, *testenv.PgBouncer) {
+func bouncerStack(t *testing.T, bins Binaries, name string, opts testenv.PgBouncerOptions) (*stack, *testenv.PgBouncer) {
 	t.Helper()
 	pg := testenv.NewPostgresCluster(t, testenv.PostgresOptions{})
 	pg.CreateDatabase(t, "pcp_route_processing", false)
-	bouncer := testenv.NewPgBouncer(t, pg, testenv.PgBouncerOptions{})
+	bouncer := testenv.NewPgBouncer(t, pg, opts)
 	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 3})
 	s := newProdStack(t, bins, name, prodEnv{
 		ServiceDB: bouncer.URL("pcp_route_processing"),
@@ -363,7 +364,16 @@ func testPgBouncerPause(t *testing.T, bins Binaries) {
 	const n, rate = 3_000, 150
 	const pause = 10 * time.Second
 	start := time.Now()
-	s, bouncer := bouncerStack(t, bins, "bouncerpause")
+	// server_login_retry 1 s, not PgBouncer's 15: a PAUSE that finds a
+	// server connection logging in (the pool grows under the stream)
+	// closes it as a failed login, and PgBouncer then connects again only
+	// server_login_retry after that connection began, refusing new
+	// clients meanwhile ("server login has been failing"). With the
+	// default the binaries got their first server connection 4.1 s after
+	// the RESUME (SHOW POOLS: sv_login 0, 8 clients waiting), so this
+	// scenario timed PgBouncer's retry, not the binaries. The README's
+	// PgBouncer section tells operators the same.
+	s, bouncer := bouncerStack(t, bins, "bouncerpause", testenv.PgBouncerOptions{ServerLoginRetry: time.Second})
 	s.startBoth()
 	recs := GenValid(37, n)
 	p := NewProducer(t, s.bootstrap, s.topics.Input)
@@ -384,7 +394,18 @@ func testPgBouncerPause(t *testing.T, bins Binaries) {
 	resumed := time.Now()
 	v := finish(t, s, p, streamed, recs, m, 2*time.Minute)
 	retries, _ := s.relay.Metric("route_passport_outbox_retry_total")
-	writing, publishing := m.moving(false, resumed), m.moving(true, resumed)
+	// The ingestor's first write after the RESUME counts, without
+	// rowsInFlight's allowance: PAUSE returns once every query has
+	// finished, so what lands after the RESUME is a write the ingestor
+	// sent during the pause or after it (a retry PgBouncer held, or the
+	// write after the probe found the database back), not one the fault
+	// caught on its way. With the allowance the figure counted a second
+	// write, seconds more on a loaded machine (below). That consumption
+	// resumed is the publishing figure's to show: its allowance (the
+	// relay's marks PgBouncer may hold) is as many outbox rows as one
+	// ingestor batch makes, so passing it takes passports read after the
+	// RESUME.
+	writing, publishing := m.movingBeyond(false, resumed, 0), m.moving(true, resumed)
 	report(t, "pgbouncer-pause", v.String(), fmt.Sprintf("pause=%s", pause),
 		fmt.Sprintf("written-during=%d published-during=%d", m.grew(false, paused.Add(time.Second), resumed), m.grew(true, paused.Add(time.Second), resumed)),
 		fmt.Sprintf("writing-after-resume=%s publishing-after-resume=%s", secs(writing), secs(publishing)),
@@ -393,19 +414,19 @@ func testPgBouncerPause(t *testing.T, bins Binaries) {
 		exits(s),
 		fmt.Sprintf("elapsed=%s", time.Since(start).Round(time.Second)))
 	checkClean(t, v, 2*n, 0)
-	// Alone 0.8–2.3 s; in the whole suite on 2 cores up to 5.6 s, and
-	// twice (2026-12-05, 2026-12-07) 8.1–11.7 s, both binaries ready only
-	// 6–7 s after the RESUME. Traced with two busy loops beside the stack
-	// (writing again 5.0–6.1 s after, the ingestor ready 3.0–5.0 s
-	// after): PAUSE closes PgBouncer's server connections and RESUME opens
-	// them anew, so the probe waiting at the RESUME (its wait grown to 5 s
-	// over the outage's failed probes) was not answered before it ran out
-	// 0.6 s later, the next one 0.36 s after that; the write in flight was
-	// then cut (sent during the outage) and sent again, and on the loaded
-	// machine a write of 250 passports took 1.3–2.7 s, against 0.1 s
-	// idle, so the 500 rows this bound counts took two or three of them.
-	// The machine's load, not a wait of the product's, makes the tail. A
-	// lease left to expire would take the stack's 10 s.
+	// Until 2026-12-07 this ran beside another scenario, with PgBouncer's
+	// server_login_retry and the allowance: alone 0.8–2.3 s, in CI up to
+	// 5.6 s and three times 8.0–11.7 s (two over this bound). Traced with
+	// two busy loops beside it (SHOW POOLS and pg_stat_activity every
+	// 0.3 s): with the default retry PgBouncer connected to the server
+	// again only 4.1 s after the RESUME (above); with 1 s, 0.3 s after,
+	// its first login taking 1.9 s on the loaded machine, and the
+	// ingestor's writes then ran 1–3 s on the CPU (0.1 s idle): the
+	// binaries were ready 2.5 s after the RESUME, writing at 2.6 s,
+	// publishing past its allowance at 7.8 s. The machine's load, not a
+	// wait of the product's, makes the rest of the tail, hence the
+	// scenario runs alone. A lease left to expire would take the stack's
+	// 10 s.
 	if writing < 0 || writing > 8*time.Second || publishing < 0 || publishing > 8*time.Second {
 		t.Errorf("after the RESUME: writing again %s, publishing again %s; want both ≤ 8s", secs(writing), secs(publishing))
 	}

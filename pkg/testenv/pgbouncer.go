@@ -43,6 +43,12 @@ type PgBouncerOptions struct {
 	// gives a quiet pool's client the same one again: as a pool busy with
 	// other clients does.
 	RoundRobin bool
+	// ServerLoginRetry is server_login_retry, how long PgBouncer waits
+	// before connecting to the server again after a login failed (0:
+	// PgBouncer's default, 15 s). PAUSE counts a server connection it
+	// closes while that one logs in as a failed login, so a RESUME can
+	// wait up to this long before PgBouncer connects again.
+	ServerLoginRetry time.Duration
 }
 
 // NewPgBouncer starts PgBouncer on a free 127.0.0.1 port in front of c
@@ -100,6 +106,9 @@ log_connections = 0
 log_disconnections = 0
 server_round_robin = %d
 `, c.Port(), b.port, userlist, poolSize, b.logFile, map[bool]int{false: 0, true: 1}[opts.RoundRobin])
+	if opts.ServerLoginRetry > 0 {
+		ini += fmt.Sprintf("server_login_retry = %g\n", opts.ServerLoginRetry.Seconds())
+	}
 	for path, content := range map[string]string{userlist: `"postgres" ""` + "\n", conf: ini} {
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 			t.Fatalf("testenv: %v", err)
