@@ -19,12 +19,18 @@ import (
 const Limit = 30 * time.Second
 
 // OnSignal returns a context that ends at the first SIGINT or SIGTERM, the
-// start of a graceful stop. The signals are the runtime's again before the
-// context ends, so a second one ends the process at once: an operator's
-// second Ctrl-C on a stop that waits for a hung database or broker. (With
-// signal.NotifyContext and a stop run after the context ended, a second
-// signal that came right after the first was still caught and dropped.)
-// stop releases the signals earlier.
+// start of a graceful stop. A second signal more than repeatWindow after the
+// first ends the process at once, with status 128 + the signal's number (130
+// for SIGINT, 143 for SIGTERM), as a shell reports a process its signal
+// killed: an operator's second Ctrl-C on a stop that waits for a hung
+// database or broker. The exit is explicit because the runtime's own answer,
+// re-raising the signal, does nothing to a container's PID 1 (the kernel
+// drops it), and Go then exits with 2, this service's status for a
+// configuration error. A repeat within repeatWindow is the same request
+// delivered twice (a supervisor such as coreutils' timeout signals the
+// process and its process group) and is dropped: before, it killed the
+// process in the middle of its stop. stop releases the signals when no
+// signal came.
 func OnSignal() (ctx context.Context, stop context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 1)
@@ -33,12 +39,25 @@ func OnSignal() (ctx context.Context, stop context.CancelFunc) {
 		select {
 		case <-sigs:
 		case <-ctx.Done():
+			signal.Stop(sigs)
+			return
 		}
-		signal.Stop(sigs)
+		first := time.Now()
 		cancel()
+		for sig := range sigs {
+			if time.Since(first) <= repeatWindow {
+				continue
+			}
+			num, _ := sig.(syscall.Signal)
+			os.Exit(128 + int(num))
+		}
 	}()
 	return ctx, cancel
 }
+
+// repeatWindow is how soon after the first signal a second one counts as a
+// repeat of it.
+const repeatWindow = time.Second
 
 // budget is what the steps may use: Limit less a margin for what follows
 // the last step (deferred closes of things that do not block, the exit).

@@ -59,39 +59,72 @@ func TestLeft(t *testing.T) {
 	require.Equal(t, budget, ft2.now().Sub(start))
 }
 
-// A second SIGINT during a stop ends the process at once: the first ends
-// OnSignal's context, and the signals are the runtime's again. The test
-// runs itself as a child that stops slowly.
-func TestSecondSignalEndsTheProcess(t *testing.T) {
-	if os.Getenv("SHUTDOWN_TEST_CHILD") == "1" {
-		ctx, stop := OnSignal()
-		defer stop()
-		fmt.Println("ready")
-		<-ctx.Done()
-		fmt.Println("stopping")
-		time.Sleep(30 * time.Second) // a stop that waits for something hung
-		return
-	}
-	t.Parallel()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSecondSignalEndsTheProcess$")
+// signalChild starts the test named run as a child (whose body is child)
+// and returns it once it is ready, with the scanner of its output.
+func signalChild(t *testing.T, run string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+run+"$")
 	cmd.Env = append(os.Environ(), "SHUTDOWN_TEST_CHILD=1")
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	lines := bufio.NewScanner(out)
 	require.True(t, lines.Scan())
 	require.Equal(t, "ready", lines.Text())
+	return cmd, lines
+}
+
+// child is the body of a signalChild: a stop that lasts stopFor.
+func child(stopFor time.Duration) {
+	ctx, stop := OnSignal()
+	defer stop()
+	fmt.Println("ready")
+	<-ctx.Done()
+	fmt.Println("stopping")
+	time.Sleep(stopFor) // a stop that waits for something
+	fmt.Println("stopped")
+}
+
+// A second SIGINT during a stop ends the process at once, with 130 (128 +
+// SIGINT) whether or not the process is a PID 1, which its own signal
+// cannot kill.
+func TestSecondSignalEndsTheProcess(t *testing.T) {
+	if os.Getenv("SHUTDOWN_TEST_CHILD") == "1" {
+		child(30 * time.Second)
+		return
+	}
+	t.Parallel()
+	cmd, lines := signalChild(t, "TestSecondSignalEndsTheProcess")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	require.True(t, lines.Scan())
 	require.Equal(t, "stopping", lines.Text(), "the first SIGINT starts the stop")
+	time.Sleep(repeatWindow + 200*time.Millisecond)
 	start := time.Now()
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit)
 	require.Less(t, time.Since(start), 5*time.Second, "the second SIGINT ended the process")
-	status, ok := exit.Sys().(syscall.WaitStatus)
-	require.True(t, ok)
-	require.True(t, status.Signaled(), "ended by the signal: %v", err)
-	require.Equal(t, syscall.SIGINT, status.Signal())
+	require.Equal(t, 130, exit.ExitCode(), "exit status 128 + SIGINT: %v", err)
+}
+
+// The same SIGTERM delivered twice within milliseconds (to the process and
+// to its process group, as coreutils' timeout does) is one stop, which runs
+// to its end: the second one killed the process mid-stop before.
+func TestRepeatedSignalIsOneStop(t *testing.T) {
+	if os.Getenv("SHUTDOWN_TEST_CHILD") == "1" {
+		child(500 * time.Millisecond)
+		return
+	}
+	t.Parallel()
+	cmd, lines := signalChild(t, "TestRepeatedSignalIsOneStop")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	time.Sleep(2 * time.Millisecond)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.True(t, lines.Scan())
+	require.Equal(t, "stopping", lines.Text())
+	require.True(t, lines.Scan(), "the stop ran to its end")
+	require.Equal(t, "stopped", lines.Text())
+	require.NoError(t, cmd.Wait(), "a graceful stop exits 0")
 }
