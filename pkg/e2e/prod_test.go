@@ -20,9 +20,9 @@ import (
 // dependency. Every scenario streams passports while the fault happens and
 // prints a figures line (produced, lost, duplicates, dlq, failed, and the
 // seconds things took). Two run at a time, like TestResilience, except
-// pg-blackhole, pgbouncer-pause, the failover and the two recovery
-// scenarios, which run first and alone: they time the recovery within
-// seconds, and beside another stack
+// pg-blackhole, pgbouncer-pause, pg-resets, the failover and the two
+// recovery scenarios, which run first and alone: they time the recovery
+// within seconds, and beside another stack
 // (a PostgreSQL, a broker and both binaries, all busy) they measured the
 // neighbour (CI: 500-passport batches taking 3 s instead of 0.1 s after the
 // outage; the failover's writing after the promotion spread over 1.7–7.9 s
@@ -35,7 +35,6 @@ func TestProduction(t *testing.T) {
 	t.Run("pg-standby-lost", func(t *testing.T) { t.Parallel(); testPGStandbyLost(t, bins) })
 	t.Run("pg-latency", func(t *testing.T) { t.Parallel(); testPGLatency(t, bins) })
 	t.Run("pg-slow-link", func(t *testing.T) { t.Parallel(); testPGSlowLink(t, bins) })
-	t.Run("pg-resets", func(t *testing.T) { t.Parallel(); testPGResets(t, bins) })
 	// Run alone, like the recovery scenarios below: what it times (not
 	// ready within 5 s of the blackhole) is the product's detection, which
 	// the suite's other scenarios on 2 cores pushed to 6.1 s once.
@@ -48,6 +47,7 @@ func TestProduction(t *testing.T) {
 	t.Run("pg-hole-at-start", func(t *testing.T) { t.Parallel(); testPGHoleAtStart(t, bins) })
 	t.Run("kafka-hole-at-start", func(t *testing.T) { t.Parallel(); testKafkaHoleAtStart(t, bins) })
 	t.Run("pgbouncer-pause", func(t *testing.T) { testPgBouncerPause(t, bins) })
+	t.Run("pg-resets", func(t *testing.T) { testPGResets(t, bins) })
 	t.Run("failover", func(t *testing.T) { testFailover(t, bins) })
 	t.Run("pg-outage-recovery", func(t *testing.T) { testPGOutageRecovery(t, bins) })
 	t.Run("broker-freeze-recovery", func(t *testing.T) { testBrokerFreezeRecovery(t, bins) })
@@ -309,7 +309,18 @@ func runPGLatency(t *testing.T, bins Binaries, name string, latency, jitter time
 	}
 }
 
-// testPGResets: runResets on the PostgreSQL link.
+// testPGResets: runResets on the PostgreSQL link. It runs alone: beside
+// another scenario in CI (2026-12-07) the ingestor wrote again only 10.0 s
+// after the last reset, at its bound (1.5–4.5 s in the 17 runs before).
+// Traced alone with two busy loops beside it (writing again 4.0–6.3 s
+// after; pg_stat_activity every 0.25 s, the ingestor's retries logged):
+// the last reset did not reset the connection of the write in flight, whose
+// bytes Toxiproxy (in the test process, under -race) passed on slowly: the
+// server held its BEGIN and waited for the rest (ClientRead) for 3.7 s,
+// the reset within them, then ran it 2.5 s on the loaded CPU, so the write
+// ran into its 6-s bound and its retry wrote in 0.8 s; and the figure
+// counts two writes (rowsInFlight). A product that waits out a lease or a
+// backoff (seconds to minutes) still fails the bound.
 func testPGResets(t *testing.T, bins Binaries) {
 	s, px := pgProxyStack(t, bins, "pgresets")
 	runResets(t, "pg-resets", s, px, 25)
