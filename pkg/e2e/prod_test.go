@@ -380,8 +380,8 @@ func testPgBouncerPause(t *testing.T, bins Binaries) {
 	// closes it as a failed login, and PgBouncer then connects again only
 	// server_login_retry after that connection began, refusing new
 	// clients meanwhile ("server login has been failing"). With the
-	// default the binaries got their first server connection 4.1 s after
-	// the RESUME (SHOW POOLS: sv_login 0, 8 clients waiting), so this
+	// default PgBouncer began its first login only 4.1 s after the RESUME
+	// (SHOW POOLS: sv_login 0, 8 clients waiting until then), so this
 	// scenario timed PgBouncer's retry, not the binaries. The README's
 	// PgBouncer section tells operators the same.
 	s, bouncer := bouncerStack(t, bins, "bouncerpause", testenv.PgBouncerOptions{ServerLoginRetry: time.Second})
@@ -429,9 +429,9 @@ func testPgBouncerPause(t *testing.T, bins Binaries) {
 	// server_login_retry and the allowance: alone 0.8–2.3 s, in CI up to
 	// 5.6 s and three times 8.0–11.7 s (two over this bound). Traced with
 	// two busy loops beside it (SHOW POOLS and pg_stat_activity every
-	// 0.3 s): with the default retry PgBouncer connected to the server
-	// again only 4.1 s after the RESUME (above); with 1 s, 0.3 s after,
-	// its first login taking 1.9 s on the loaded machine, and the
+	// 0.3 s): with the default retry PgBouncer began to connect to the
+	// server again only 4.1 s after the RESUME (above); with 1 s, 0.3 s
+	// after, its first login taking 1.9 s on the loaded machine, and the
 	// ingestor's writes then ran 1–3 s on the CPU (0.1 s idle): the
 	// binaries were ready 2.5 s after the RESUME, writing at 2.6 s,
 	// publishing past its allowance at 7.8 s. The machine's load, not a
