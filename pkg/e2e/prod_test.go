@@ -505,7 +505,9 @@ func testKafkaLeaderMoves(t *testing.T, bins Binaries) {
 // READ COMMITTED transactions (store.Outbox.leaseTx), whose failed commit
 // did not give its token back: those rows waited for their lease (the
 // shipped 60 s; 35.7 s after the wait ended, 2026-12-04), where now they
-// are published at once. Nothing lost, no publish attempt burnt.
+// are published at once (and since 4014a70 no claim waits in its commit:
+// see the checks at the end). Nothing lost, no publish attempt burnt,
+// writing and publishing within 10 s of the wait's end.
 func testPGStandbyLost(t *testing.T, bins Binaries) {
 	const n, rate = 3_000, 150
 	const wait = 28 * time.Second
@@ -577,6 +579,19 @@ func testPGStandbyLost(t *testing.T, bins Binaries) {
 	}
 	if last > 6*time.Second {
 		t.Errorf("the last row written during the wait was published %s after it ended; want ≤ 6s", secs(last))
+	}
+	// The check above no longer meets the claim it was written for: since
+	// the relay's lease statements commit asynchronously (4014a70) no claim
+	// waits in the commit, and the rows it counts are those of a write the
+	// ingestor gave up on at its 6-s bound, committed locally then (traced
+	// with pg_stat_activity: the ingestor's commits in IPC:SyncRep, none of
+	// the relay's), published long before the wait ends (21.6-21.7 s before
+	// it in CI). What still waits is the ingestor's batch: writing and
+	// publishing after the wait are bounded as after the other faults (a
+	// lease left to its end would take this stack's minute; 0.7-2.0 s
+	// measured).
+	if writing < 0 || writing > 10*time.Second || publishing < 0 || publishing > 10*time.Second {
+		t.Errorf("after the wait: writing again %s, publishing again %s; want both ≤ 10s", secs(writing), secs(publishing))
 	}
 	checkNoExits(t, s)
 }
