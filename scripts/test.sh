@@ -36,6 +36,25 @@ if [ $rc -ne 0 ]; then
   # found after its tests (testenv.VerifyNoLeaks), reported outside any test.
   grep -E '^(WARNING: DATA RACE|testenv: goroutines leaked)' -A 60 "$log" | head -n 200
 fi
+# Last, so that a view of the output's end (CI shows its tail) names what
+# failed: every failing test and subtest with the last lines it logged from
+# a source file, which hold its errors. Parallel subtests interleave in -v
+# output; the "=== RUN/CONT/NAME" markers say whose lines follow.
+if [ $rc -ne 0 ]; then
+  echo
+  echo "== failing tests, each with its last logged lines =="
+  awk '
+    /^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
+    /^ *--- FAIL: / { failed[++nf] = $3; next }
+    /^ +[A-Za-z0-9_]+\.go:[0-9]+: / { n[cur]++; line[cur, n[cur]] = substr($0, 1, 400) }
+    END {
+      for (i = 1; i <= nf; i++) {
+        name = failed[i]
+        print "FAIL " name
+        for (j = (n[name] > 8 ? n[name] - 7 : 1); j <= n[name]; j++) print line[name, j]
+      }
+    }' "$log"
+fi
 passed=$(grep -cE '^\s*--- PASS' "$log")
 failed=$(grep -cE '^\s*--- FAIL' "$log")
 skipped=$(grep -cE '^\s*--- SKIP' "$log")
