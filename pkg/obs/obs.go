@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -91,7 +92,7 @@ func (r *Readiness) Set(component, reason string) {
 }
 
 // Check returns nil when every component is ready, otherwise an error listing
-// the reasons.
+// the reasons, "; " between components: a reason has spaces of its own.
 func (r *Readiness) Check() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -105,7 +106,7 @@ func (r *Readiness) Check() error {
 		return nil
 	}
 	sort.Strings(bad)
-	return fmt.Errorf("not ready: %v", bad)
+	return errors.New("not ready: " + strings.Join(bad, "; "))
 }
 
 // Handler serves /healthz (the process answers), /readyz (Readiness) and

@@ -42,7 +42,13 @@ func TestEndpoints(t *testing.T) {
 	require.Equal(t, 503, code)
 	require.Contains(t, body, "postgres: connection refused")
 
+	ready.Set("kafka", "broker 1 unreachable for 12s")
+	code, body = get("/readyz")
+	require.Equal(t, 503, code)
+	require.Equal(t, "not ready: kafka: broker 1 unreachable for 12s; postgres: connection refused\n", body)
+
 	ready.Set("postgres", "")
+	ready.Set("kafka", "")
 	code, _ = get("/readyz")
 	require.Equal(t, 200, code)
 
