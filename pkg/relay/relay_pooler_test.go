@@ -221,6 +221,10 @@ func TestRelayListenerConnectsAnewWhenItHearsNothing(t *testing.T) {
 	directURL := cluster.CreateDatabase(t, "relisten", true)
 	hung := testenv.NewFaultProxy(t, "pg-listen-first", cluster.Addr())
 	spare := testenv.NewFaultProxy(t, "pg-listen-second", cluster.Addr())
+	// The spare is down until the blackhole, so that the listener is on
+	// the first host when its link hangs: pgx moves on to the next host
+	// when one does not answer within connect_timeout.
+	spare.Down(t)
 	lu, err := url.Parse(cluster.URLAt(hung.Addr(), "relisten"))
 	require.NoError(t, err)
 	lu.Host = hung.Addr() + "," + spare.Addr()
@@ -236,8 +240,19 @@ func TestRelayListenerConnectsAnewWhenItHearsNothing(t *testing.T) {
 	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic})
 	eventually(t, 20*time.Second, "first row published", func() bool { return relaytest.Count(t, pool, outbox.StatusPublished) == 1 })
 	require.Equal(t, 1.0, rr.labeled(t, "route_passport_outbox_relay_wakeup_mode", "mode", "notify"))
+	// The poll publishes the row too, so the listener may still be
+	// connecting; blackholed then, its connection goes on to the spare and
+	// notifications never stop (a CI run on a loaded machine failed so;
+	// holding the first host down for its first 2 s does the same).
+	eventually(t, 20*time.Second, "the listener connected", func() bool {
+		var n int
+		require.NoError(t, pool.QueryRow(context.Background(), `select count(*) from pg_stat_activity
+			where datname = 'relisten' and query ilike 'listen %'`).Scan(&n))
+		return n == 1
+	})
 
 	hung.Blackhole(t)
+	spare.Up(t)
 	n := 1
 	eventually(t, 20*time.Second, "polling: notifications stopped", func() bool {
 		n++

@@ -65,6 +65,22 @@ func (p *FaultProxy) Addr() string {
 // Upstream is the address the proxy forwards to.
 func (p *FaultProxy) Upstream() string { return p.proxy.Upstream }
 
+// Down closes the proxy's listener and every connection through it: a host
+// that refuses connections at once (with a toxic on, Toxiproxy still
+// accepts each one). [FaultProxy.Up] listens on the same address again.
+func (p *FaultProxy) Down(t testing.TB) {
+	t.Helper()
+	p.proxy.Stop()
+}
+
+// Up undoes [FaultProxy.Down].
+func (p *FaultProxy) Up(t testing.TB) {
+	t.Helper()
+	if err := p.proxy.Start(); err != nil {
+		t.Fatalf("testenv: fault proxy %s: listen again: %v", p.name, err)
+	}
+}
+
 // Toxic names used by the helpers below; one of each kind can be on.
 const (
 	toxicLatency   = "latency"
