@@ -30,7 +30,7 @@ grep -E '^(--- (PASS|FAIL|SKIP)|ok |FAIL|panic:|[a-z-]+: produced=)' "$log"
 if [ $rc -ne 0 ]; then
   echo
   echo "== output of failing tests (full log: $log) =="
-  awk '/^=== RUN/{buf=""} {buf=buf $0 "\n"} /^\s*--- FAIL/{print buf; buf=""}' "$log" | tail -n 300
+  awk '/^=== RUN/{buf=""} {buf=buf $0 "\n"} /^[ \t]*--- FAIL/{print buf; buf=""}' "$log" | tail -n 300
   grep -E '^(panic:|fatal error:)' -A 40 "$log" | head -n 120
   # A package can fail with every test passed: a race or a goroutine leak
   # found after its tests (testenv.VerifyNoLeaks), reported outside any test.
