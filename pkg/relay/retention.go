@@ -12,14 +12,22 @@ import (
 // starts at the published_at where the last one ended, less sweepMargin
 // (see store's DeletePublished); every sweepFullScanInterval a sweep starts
 // from the oldest row again.
+//
+// A full scan that fails before it gets anywhere leaves the position where
+// the last sweep ended: while a snapshot is held, a statement from the
+// oldest row walks every dead index entry and runs out of its time, and
+// starting every later sweep there deleted nothing until the hold ended.
 func (r *Relay) retention(ctx context.Context) {
 	var from, fullScan time.Time
 	every(ctx, r.cfg.RetentionInterval, func() {
+		start := from
 		if time.Since(fullScan) >= sweepFullScanInterval {
-			from, fullScan = time.Time{}, time.Now()
+			start, fullScan = time.Time{}, time.Now()
 		}
-		var total int64
-		total, from = r.sweep(ctx, from)
+		total, next := r.sweep(ctx, start)
+		if !next.IsZero() {
+			from = next
+		}
 		if total > 0 {
 			r.logger.InfoContext(ctx, "deleted published outbox rows past retention", "rows", total, "retention", r.cfg.Retention)
 		}
