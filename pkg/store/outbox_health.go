@@ -16,9 +16,13 @@ import (
 // written, even one idle in read committed, which holds no snapshot between
 // statements: the forgotten psql session of the runbook), its age taken
 // from xact_start; by walsenders with one (hot_standby_feedback, or a
-// slot's active sender: from the last state change; a physical one has no
-// database); and by prepared transactions of this database (from when they
-// were prepared). Left out: the own backend (this statement has a snapshot
+// slot's active sender; a physical one has no database), listed undated
+// (below); and by prepared transactions of this database (from when they
+// were prepared). A walsender's xmin follows the standby's oldest snapshot
+// and moves on while its state_change stays at the start of streaming:
+// dated from that, a standby's feedback read as a horizon held since
+// streaming began; undated, each xmin value is dated from when the caller
+// first saw it. Left out: the own backend (this statement has a snapshot
 // too) and autovacuum workers, the only ones with an xmin and no user,
 // whose xmin vacuum ignores (a long one on a large table would read as a
 // held horizon). A replication slot with no active sender pins xmin as
@@ -30,7 +34,7 @@ import (
 const tableHealthSQL = `
 with holders as (
     select pid, coalesce(backend_xid, backend_xmin) as xid,
-           coalesce(xact_start, state_change, backend_start) as since
+           case when backend_type <> 'walsender' then coalesce(xact_start, state_change, backend_start) end as since
     from pg_stat_activity
     where (backend_xmin is not null or backend_xid is not null) and pid <> pg_backend_pid()
       and (datname = current_database() or datname is null) and usesysid is not null

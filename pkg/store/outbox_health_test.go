@@ -147,3 +147,32 @@ func TestOutboxTableHealthCountsIdleWriters(t *testing.T) {
 		require.Less(t, h.OldestXactAge, time.Second, "gone with it")
 	})
 }
+
+// TestOutboxTableHealthListsAStandbysFeedbackUndated: a hot standby with
+// hot_standby_feedback holds the horizon at its oldest snapshot, which moves
+// on; its walsender is listed undated (the relay dates each xmin value from
+// when it first sees it), not aged from the start of streaming.
+func TestOutboxTableHealthListsAStandbysFeedbackUndated(t *testing.T) {
+	t.Parallel()
+	rc := testenv.NewReplicatedCluster(t, testenv.PostgresOptions{Settings: map[string]string{"hot_standby_feedback": "on"}})
+	url := rc.CreateDatabase(t, "feedback_horizon", true)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := store.Open(ctx, url, "test")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	var sender string
+	require.Eventually(t, func() bool {
+		err := pool.QueryRow(ctx, `select pid::text || ':' || backend_xmin::text from pg_stat_activity
+			where backend_type = 'walsender' and backend_xmin is not null`).Scan(&sender)
+		return err == nil
+	}, 20*time.Second, 200*time.Millisecond, "the standby's walsender shows its feedback xmin")
+	// Streaming for 6 s with no transaction open anywhere.
+	time.Sleep(6 * time.Second)
+	h, err := store.NewOutbox(pool).TableHealth(ctx)
+	require.NoError(t, err)
+	require.Less(t, h.OldestXactAge, 2*time.Second, "nothing is held for long: the walsender is not aged from the start of streaming")
+	pid, _, _ := strings.Cut(sender, ":")
+	require.True(t, slices.ContainsFunc(h.UndatedHolders, func(k string) bool { return strings.HasPrefix(k, pid+":") }),
+		"the walsender (%s) among the undated holders %v", sender, h.UndatedHolders)
+}
