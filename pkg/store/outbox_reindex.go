@@ -60,12 +60,21 @@ update outbox_relay_control set maintenance_until = now() + $1 * interval '1 mic
 	return nil
 }
 
+// The reindexer's statements, less the index's name. Both wait for every
+// transaction that may still use the old index, and for a vacuum's lock on
+// the table: stuck leaves them out by this text, since those waits are the
+// reindexer's, not a claim's or a mark's.
+const (
+	reindexSQL   = "reindex index concurrently "
+	dropIndexSQL = "drop index concurrently if exists "
+)
+
 // RebuildIndex rebuilds one outbox index with REINDEX INDEX CONCURRENTLY:
 // writes and claims go on while it builds (it scans the table twice), and
 // the rebuilt index holds only live entries. Cancelled half way, it leaves
 // an invalid copy (name_ccnew) that DropIndex removes.
 func (o *Outbox) RebuildIndex(ctx context.Context, name string) error {
-	if _, err := o.pool.Exec(ctx, "reindex index concurrently "+pgx.Identifier{name}.Sanitize()); err != nil {
+	if _, err := o.pool.Exec(ctx, reindexSQL+pgx.Identifier{name}.Sanitize()); err != nil {
 		return fmt.Errorf("reindex %s: %w", name, err)
 	}
 	return nil
@@ -73,7 +82,7 @@ func (o *Outbox) RebuildIndex(ctx context.Context, name string) error {
 
 // DropIndex drops an index without blocking writes.
 func (o *Outbox) DropIndex(ctx context.Context, name string) error {
-	if _, err := o.pool.Exec(ctx, "drop index concurrently if exists "+pgx.Identifier{name}.Sanitize()); err != nil {
+	if _, err := o.pool.Exec(ctx, dropIndexSQL+pgx.Identifier{name}.Sanitize()); err != nil {
 		return fmt.Errorf("drop index %s: %w", name, err)
 	}
 	return nil

@@ -16,7 +16,10 @@ import (
 // waits until a human acts. A wait behind a running statement (the relay
 // marking outbox rows the ingestor upserts) is contention, and a wait
 // behind a session of the same application (a pipelined batch of the same
-// routes) is the ordering the caller asks for: neither counts. Callers run
+// routes) is the ordering the caller asks for: neither counts, nor do the
+// waits of the relay's reindexer (RebuildIndex, DropIndex), which are no
+// caller's: they made every relay not ready while a reindex waited for an
+// idle transaction. Callers run
 // it once a call has been outstanding for a while, so that a slow database
 // is not taken for a stuck one, or as their probe while the database is
 // down (one round trip either way).
@@ -42,6 +45,7 @@ func stuck(ctx context.Context, pool *pgxpool.Pool) error {
 const stuckSQL = `
 select count(*)::int from pg_stat_activity w
 where ` + ourLockWait + `
+  and w.query not like '` + reindexSQL + `%' and w.query not like '` + dropIndexSQL + `%'
   and exists (
     select 1 from pg_stat_activity b
     where b.pid = any(pg_blocking_pids(w.pid))
