@@ -22,7 +22,10 @@ import (
 // and moves on while its state_change stays at the start of streaming:
 // dated from that, a standby's feedback read as a horizon held since
 // streaming began; undated, each xmin value is dated from when the caller
-// first saw it. Left out: the own backend (this statement has a snapshot
+// first saw it. One whose xmin is this statement's own holds nothing back:
+// an idle standby's, once its feedback (every 10 s by default) has caught
+// up with an idle primary, which it would then report unchanged for as
+// long as the primary stays idle. Left out: the own backend (this statement has a snapshot
 // too) and autovacuum workers, the only ones with an xmin and no user,
 // whose xmin vacuum ignores (a long one on a large table would read as a
 // held horizon). A replication slot with no active sender pins xmin as
@@ -32,12 +35,14 @@ import (
 // has pg_read_all_stats, none of their times (nor their backend_type):
 // they are listed (pid and xid) for the caller to date.
 const tableHealthSQL = `
-with holders as (
+with own as (select backend_xmin from pg_stat_activity where pid = pg_backend_pid()),
+holders as (
     select pid, coalesce(backend_xid, backend_xmin) as xid,
            case when backend_type <> 'walsender' then coalesce(xact_start, state_change, backend_start) end as since
     from pg_stat_activity
     where (backend_xmin is not null or backend_xid is not null) and pid <> pg_backend_pid()
       and (datname = current_database() or datname is null) and usesysid is not null
+      and not coalesce(backend_type = 'walsender' and backend_xmin = (select backend_xmin from own), false)
 )
 select
     coalesce(extract(epoch from now() - least(

@@ -149,9 +149,11 @@ func TestOutboxTableHealthCountsIdleWriters(t *testing.T) {
 }
 
 // TestOutboxTableHealthListsAStandbysFeedbackUndated: a hot standby with
-// hot_standby_feedback holds the horizon at its oldest snapshot, which moves
-// on; its walsender is listed undated (the relay dates each xmin value from
-// when it first sees it), not aged from the start of streaming.
+// hot_standby_feedback holds the horizon at its oldest snapshot. Idle, it
+// holds nothing, however long it has streamed (once its feedback caught up
+// with the primary, not at all); with a snapshot held on the
+// standby its walsender is listed undated (the relay dates each xmin value
+// from when it first sees it), not aged from the start of streaming.
 func TestOutboxTableHealthListsAStandbysFeedbackUndated(t *testing.T) {
 	t.Parallel()
 	rc := testenv.NewReplicatedCluster(t, testenv.PostgresOptions{Settings: map[string]string{"hot_standby_feedback": "on"}})
@@ -161,18 +163,41 @@ func TestOutboxTableHealthListsAStandbysFeedbackUndated(t *testing.T) {
 	pool, err := store.Open(ctx, url, "test")
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	var sender string
-	require.Eventually(t, func() bool {
-		err := pool.QueryRow(ctx, `select pid::text || ':' || backend_xmin::text from pg_stat_activity
-			where backend_type = 'walsender' and backend_xmin is not null`).Scan(&sender)
-		return err == nil
-	}, 20*time.Second, 200*time.Millisecond, "the standby's walsender shows its feedback xmin")
-	// Streaming for 6 s with no transaction open anywhere.
-	time.Sleep(6 * time.Second)
-	h, err := store.NewOutbox(pool).TableHealth(ctx)
+	o := store.NewOutbox(pool)
+	sender := func() string {
+		var s string
+		if err := pool.QueryRow(ctx, `select pid::text || ':' || backend_xmin::text from pg_stat_activity
+			where backend_type = 'walsender' and backend_xmin is not null`).Scan(&s); err != nil {
+			return ""
+		}
+		return s
+	}
+	require.Eventually(t, func() bool { return sender() != "" }, 20*time.Second, 200*time.Millisecond, "the standby's walsender shows its feedback xmin")
+	time.Sleep(6 * time.Second) // streaming, nothing open anywhere
+	h, err := o.TableHealth(ctx)
 	require.NoError(t, err)
-	require.Less(t, h.OldestXactAge, 2*time.Second, "nothing is held for long: the walsender is not aged from the start of streaming")
-	pid, _, _ := strings.Cut(sender, ":")
-	require.True(t, slices.ContainsFunc(h.UndatedHolders, func(k string) bool { return strings.HasPrefix(k, pid+":") }),
-		"the walsender (%s) among the undated holders %v", sender, h.UndatedHolders)
+	require.Less(t, h.OldestXactAge, 2*time.Second, "nothing is held: the walsender is not aged from the start of streaming")
+	require.Eventually(t, func() bool {
+		h, err = o.TableHealth(ctx)
+		require.NoError(t, err)
+		return len(h.UndatedHolders) == 0
+	}, 30*time.Second, 500*time.Millisecond, "once its feedback caught up with the idle primary, the walsender holds nothing (it would otherwise age unchanged)")
+
+	standby, err := pgx.Connect(ctx, rc.Standby.URL("feedback_horizon"))
+	require.NoError(t, err)
+	t.Cleanup(func() { standby.Close(context.Background()) })
+	tx, err := standby.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var n int
+	require.NoError(t, tx.QueryRow(ctx, `select count(*) from route_passport_outbox`).Scan(&n)) // the standby's snapshot
+	require.Eventually(t, func() bool {
+		relaytest.MustInsert(t, pool, outbox.Event{Topic: "t"}) // the primary moves on; the standby's xmin stays
+		h, err = o.TableHealth(ctx)
+		require.NoError(t, err)
+		s := sender()
+		pid, _, _ := strings.Cut(s, ":")
+		return s != "" && slices.ContainsFunc(h.UndatedHolders, func(k string) bool { return strings.HasPrefix(k, pid+":") })
+	}, 30*time.Second, 500*time.Millisecond, "the walsender, holding the standby's snapshot, among the undated holders")
+	require.Less(t, h.OldestXactAge, 2*time.Second, "dated by the relay, not here")
 }
