@@ -14,26 +14,26 @@ import (
 // The xmin horizon is held back by any session of this database with a
 // backend_xmin (an open snapshot) or a backend_xid (a transaction that has
 // written, even one idle in read committed, which holds no snapshot between
-// statements: the forgotten psql session of the runbook), its age taken
-// from xact_start; by walsenders with one (hot_standby_feedback, or a
-// slot's active sender; a physical one has no database), listed undated
-// (below); and by prepared transactions of this database (from when they
-// were prepared). A walsender's xmin follows the standby's oldest snapshot
-// and moves on while its state_change stays at the start of streaming:
-// dated from that, a standby's feedback read as a horizon held since
-// streaming began; undated, each xmin value is dated from when the caller
-// first saw it. One whose xmin is this statement's own holds nothing back:
-// an idle standby's, once its feedback (every 10 s by default) has caught
-// up with an idle primary, which it would then report unchanged for as
-// long as the primary stays idle. Left out: the own backend (this statement has a snapshot
-// too) and autovacuum workers, the only ones with an xmin and no user,
-// whose xmin vacuum ignores (a long one on a large table would read as a
-// held horizon). A replication slot with no active sender pins xmin as
-// well, but its xid cannot be dated without track_commit_timestamp, so it
-// is not counted here. least() ignores the NULL of a kind that holds
-// nothing. Sessions of other roles show their xids but, unless the role
-// has pg_read_all_stats, none of their times (nor their backend_type):
-// they are listed (pid and xid) for the caller to date.
+// statements: the forgotten psql session of the runbook), its age taken from
+// xact_start; by walsenders with one (hot_standby_feedback, or a slot's
+// active sender; a physical one has no database), listed undated (below);
+// and by prepared transactions of this database (from when they were
+// prepared). A walsender's xmin follows the standby's oldest snapshot and
+// moves on while its state_change stays at the start of streaming: dated
+// from that, a standby's feedback read as a horizon held since streaming
+// began; undated, each xmin value is dated from when the caller first saw
+// it. One whose xmin is this statement's own holds nothing back: an idle
+// standby's, once its feedback (every 10 s by default) has caught up with an
+// idle primary, which it would then report unchanged for as long as the
+// primary stays idle. Left out: the own backend (this statement has a
+// snapshot too) and autovacuum workers, the only ones with an xmin and no
+// user, whose xmin vacuum ignores (a long one on a large table would read as
+// a held horizon). A replication slot with no active sender pins xmin as
+// well, but its xid cannot be dated without track_commit_timestamp, so it is
+// not counted here. least() ignores the NULL of a kind that holds nothing.
+// Sessions of other roles show their xids but, unless the role has
+// pg_read_all_stats, none of their times (nor their backend_type): they are
+// listed (pid and xid) for the caller to date.
 const tableHealthSQL = `
 with own as (select backend_xmin from pg_stat_activity where pid = pg_backend_pid()),
 holders as (

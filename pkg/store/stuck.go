@@ -10,19 +10,18 @@ import (
 
 // Stuck returns an error when this application's sessions (by
 // application_name, see [Open]) wait for a lock nobody is working to
-// release: a table lock
-// (a migration, an operator's LOCK TABLE, VACUUM FULL), or a row lock held
-// by a session idle in its transaction (a forgotten psql). Such a call
-// waits until a human acts. A wait behind a running statement (the relay
-// marking outbox rows the ingestor upserts) is contention, and a wait
-// behind a session of the same application (a pipelined batch of the same
-// routes) is the ordering the caller asks for: neither counts, nor do the
-// waits of the relay's reindexer (RebuildIndex, DropIndex), which are no
-// caller's: they made every relay not ready while a reindex waited for an
-// idle transaction. Callers run
-// it once a call has been outstanding for a while, so that a slow database
-// is not taken for a stuck one, or as their probe while the database is
-// down (one round trip either way).
+// release: a table lock (a migration, an operator's LOCK TABLE, VACUUM
+// FULL), or a row lock held by a session idle in its transaction (a
+// forgotten psql). Such a call waits until a human acts. A wait behind a
+// running statement (the relay marking outbox rows the ingestor upserts) is
+// contention, and a wait behind a session of the same application (a
+// pipelined batch of the same routes) is the ordering the caller asks for:
+// neither counts, nor do the waits of the relay's reindexer (RebuildIndex,
+// DropIndex), which are no caller's: they made every relay not ready while a
+// reindex waited for an idle transaction. Callers run it once a call has
+// been outstanding for a while, so that a slow database is not taken for a
+// stuck one, or as their probe while the database is down (one round trip
+// either way).
 func (s *Passports) Stuck(ctx context.Context) error { return stuck(ctx, s.pool) }
 
 // Stuck is [Passports.Stuck] for the relay's sessions.
