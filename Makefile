@@ -26,7 +26,7 @@ test: ## every unit and integration test (real PostgreSQL and broker) with -race
 	@TEST_FLAGS="$(TEST_FLAGS)" bash scripts/test.sh
 
 .PHONY: test/short
-test/short: ## unit tests only (no infrastructure)
+test/short: ## the tests without -race, quicker (no test skips under -short: those that need PostgreSQL or a broker start them, as in make test)
 	$(GO) test -short -count=1 $(PKGS)
 
 .PHONY: lint
