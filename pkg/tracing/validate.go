@@ -82,6 +82,39 @@ func validateEnv(getenv func(string) string, grpc bool) error {
 			return &Error{Var: c.name, Reason: err.Error()}
 		}
 	}
+	return checkInsecureAgainstScheme(getenv)
+}
+
+// checkInsecureAgainstScheme refuses an OTEL_EXPORTER_OTLP_[TRACES_]INSECURE
+// that contradicts the endpoint's http:// or https://. The specification
+// has it apply only to an endpoint without a scheme, but the exporters
+// apply it after the scheme, so it wins: with https:// and "true" they send
+// in cleartext, headers (credentials) and all; with http:// and "false"
+// they speak TLS to a plain port and every export fails. The traces forms
+// win over the general ones, as in the exporters; each value has passed its
+// own check.
+func checkInsecureAgainstScheme(getenv func(string) string) error {
+	endpoint := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+	if endpoint == "" {
+		endpoint = strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
+	}
+	name := "OTEL_EXPORTER_OTLP_TRACES_INSECURE"
+	v := strings.TrimSpace(getenv(name))
+	if v == "" {
+		name = "OTEL_EXPORTER_OTLP_INSECURE"
+		v = strings.TrimSpace(getenv(name))
+	}
+	u, err := url.Parse(endpoint)
+	if v == "" || err != nil {
+		return nil
+	}
+	insecure := strings.EqualFold(v, "true")
+	switch {
+	case u.Scheme == "https" && insecure:
+		return &Error{Var: name, Reason: "is true while the endpoint is https://: the exporter would send in cleartext, headers included (unset it: the scheme decides)"}
+	case u.Scheme == "http" && !insecure:
+		return &Error{Var: name, Reason: "is false while the endpoint is http://: the exporter would speak TLS to it and every export fail (unset it: the scheme decides)"}
+	}
 	return nil
 }
 
