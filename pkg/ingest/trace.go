@@ -10,8 +10,8 @@ import (
 	"github.com/pcp/route-processing/pkg/tracing"
 )
 
-// Span names of the ingestor (issue 14.4): one per batch, linked to each of
-// its records' input trace contexts; one per record that came with a
+// Span names of the ingestor (issue 14.4): one per batch, linked to its
+// records' input trace contexts (the first maxBatchLinks); one per record that came with a
 // traceparent, as its child (the input's traceparent is the parent of the
 // ingest span, and the events carry this span's context on); the database
 // write as a child of the batch span, and the DLQ write as one of the
@@ -23,6 +23,13 @@ const (
 	spanWrite      = "ingest write"
 	spanDeadLetter = "ingest dead-letter"
 )
+
+// maxBatchLinks is how many of its records' input contexts a batch span
+// links to: the SDK's default OTEL_SPAN_LINK_COUNT_LIMIT. Beyond it the SDK
+// drops links and logs a warning for every such span, twice a second at
+// 1,000 traced passports/s; each record's own span links to its batch
+// whatever the number.
+const maxBatchLinks = 128
 
 // traceBatch opens the spans of b when tracing is on; it returns the batch
 // span's context and a function that ends them all (records first).
@@ -44,8 +51,12 @@ func (in *Ingestor) traceBatch(ctx context.Context, b *batch) (context.Context, 
 		parents[i] = rctx
 		links = append(links, trace.Link{SpanContext: sc})
 	}
-	bctx, span := in.cfg.Tracer.Start(ctx, spanBatch, trace.WithLinks(links...),
-		trace.WithAttributes(attribute.Int("records", len(b.items))))
+	attrs := []attribute.KeyValue{attribute.Int("records", len(b.items))}
+	if len(links) > maxBatchLinks {
+		attrs = append(attrs, attribute.Int("links.omitted", len(links)-maxBatchLinks))
+		links = links[:maxBatchLinks]
+	}
+	bctx, span := in.cfg.Tracer.Start(ctx, spanBatch, trace.WithLinks(links...), trace.WithAttributes(attrs...))
 	batchLink := trace.LinkFromContext(bctx)
 	for i, parent := range parents {
 		if parent == nil {
