@@ -49,7 +49,8 @@ func (e *Error) Setting() string { return e.Var }
 // Export is on when OTEL_EXPORTER_OTLP_ENDPOINT or
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, unless OTEL_TRACES_EXPORTER is
 // "none" or OTEL_SDK_DISABLED is "true". OTEL_EXPORTER_OTLP_PROTOCOL (or its
-// _TRACES_ form) picks "http/protobuf" (the default) or "grpc". The exporters
+// _TRACES_ form) picks "http/protobuf" (the default), "http/json" (the HTTP
+// exporter reads it itself) or "grpc". The exporters
 // and the SDK read the remaining variables themselves (headers, timeouts,
 // OTEL_TRACES_SAMPLER and its argument, OTEL_SERVICE_NAME,
 // OTEL_RESOURCE_ATTRIBUTES); service is the name used when
@@ -82,9 +83,9 @@ func New(ctx context.Context, logger *slog.Logger, service, version string) (*Pr
 		protoVar, proto = "OTEL_EXPORTER_OTLP_PROTOCOL", getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
 	}
 	switch proto {
-	case "", "http/protobuf", "grpc":
+	case "", "http/protobuf", "http/json", "grpc":
 	default:
-		return nil, &Error{Var: protoVar, Reason: fmt.Sprintf("%q is not supported (http/protobuf or grpc)", proto)}
+		return nil, &Error{Var: protoVar, Reason: fmt.Sprintf("%q is not supported (http/protobuf, http/json or grpc)", proto)}
 	}
 	grpc := proto == "grpc"
 	if err := validateEnv(getenv, grpc); err != nil {

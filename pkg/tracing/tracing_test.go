@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -40,11 +42,38 @@ func TestNoneExporterTurnsExportOff(t *testing.T) {
 
 func TestAnUnknownProtocolNamesTheVariable(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
-	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/xml")
 	_, err := New(context.Background(), discard(), "svc", "test")
 	var te *Error
 	if !errors.As(err, &te) || te.Var != "OTEL_EXPORTER_OTLP_PROTOCOL" {
 		t.Fatalf("New error = %v, want a tracing.Error naming OTEL_EXPORTER_OTLP_PROTOCOL", err)
+	}
+}
+
+// http/json, which the specification and the HTTP exporter support, sends
+// the spans as JSON.
+func TestHTTPJSONSendsJSON(t *testing.T) {
+	got := make(chan string, 1)
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case got <- r.Method + " " + r.URL.Path + " " + r.Header.Get("Content-Type"):
+		default:
+		}
+	}))
+	defer collector.Close()
+	exportOn(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+	if err := exportOneSpan(t, discard()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case req := <-got:
+		if req != "POST /v1/traces application/json" {
+			t.Fatalf("the collector got %q, want POST /v1/traces application/json", req)
+		}
+	default:
+		t.Fatal("no export reached the collector")
 	}
 }
 
