@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/url"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel"
@@ -16,12 +18,56 @@ import (
 // wins, and the binaries call New once.
 func routeDiagnostics(logger *slog.Logger) {
 	logger = logger.With("component", "otel")
-	// Runtime errors (a failed export, a full queue) carry no header
-	// values: net/http and gRPC name a bad header by its key only.
+	// Runtime errors (a failed export) carry no header values: net/http
+	// and gRPC name a bad header by its key only.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		logger.Warn("OpenTelemetry SDK error", "err", err)
 	}))
-	otel.SetLogger(logr.New(diagnosticSink{logger}))
+	otel.SetLogger(logr.New(diagnosticSink{logger: logger, dropped: &droppedSpans{}}))
+}
+
+// droppedSpans turns the count of spans the batch processor dropped for a
+// full queue, which it reports only in a debug line at each export, into a
+// warning when it has grown, at most once per dropReportEvery: spans were
+// otherwise lost without a word while the collector was slow or down.
+type droppedSpans struct {
+	mu     sync.Mutex
+	warned uint64    // the count of the last warning
+	at     time.Time // when it was logged
+}
+
+const dropReportEvery = time.Minute
+
+// exportDebug is the batch processor's debug line at each export, and
+// droppedKey its running count of dropped spans.
+const (
+	exportDebug = "exporting spans"
+	droppedKey  = "total_dropped"
+)
+
+func (d *droppedSpans) note(logger *slog.Logger, kv []any) {
+	var total uint64
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i] != droppedKey {
+			continue
+		}
+		switch v := kv[i+1].(type) {
+		case uint32:
+			total = uint64(v)
+		case uint64:
+			total = v
+		case int:
+			total = uint64(max(v, 0))
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if total <= d.warned || (!d.at.IsZero() && time.Since(d.at) < dropReportEvery) {
+		return
+	}
+	logger.Warn("OpenTelemetry dropped spans: its export queue was full (the collector slow or unreachable, or OTEL_BSP_MAX_QUEUE_SIZE too small)",
+		"dropped_total", total, "dropped_since_last_warning", total-d.warned)
+	d.warned, d.at = total, time.Now()
 }
 
 // diagnosticSink is a logr sink that keeps only the message and the error
@@ -29,15 +75,25 @@ func routeDiagnostics(logger *slog.Logger) {
 // key/values, and they quote the raw input it failed to parse, header
 // values included ("input", "value"); it would also map the SDK's warnings,
 // V(1), to a slog level below Info.
-type diagnosticSink struct{ logger *slog.Logger }
+type diagnosticSink struct {
+	logger  *slog.Logger
+	dropped *droppedSpans
+}
 
 func (diagnosticSink) Init(logr.RuntimeInfo) {}
 
-// Enabled keeps errors and warnings (V(1)); the SDK's Info is V(4) and its
-// Debug V(8).
-func (diagnosticSink) Enabled(level int) bool { return level <= 1 }
+// Enabled keeps errors and warnings (V(1)), and the SDK's Debug (V(8)) for
+// the one line that counts dropped spans; its Info is V(4).
+func (diagnosticSink) Enabled(level int) bool { return level <= 1 || level == 8 }
 
-func (s diagnosticSink) Info(_ int, msg string, _ ...any) { s.logger.Warn(msg) }
+func (s diagnosticSink) Info(level int, msg string, kv ...any) {
+	switch {
+	case level <= 1:
+		s.logger.Warn(msg)
+	case msg == exportDebug:
+		s.dropped.note(s.logger, kv)
+	}
+}
 
 func (s diagnosticSink) Error(err error, msg string, _ ...any) {
 	s.logger.Error(msg, "err", redactedError(err))

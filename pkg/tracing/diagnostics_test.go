@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 
@@ -128,4 +129,44 @@ func TestSDKWarningsAreLoggedThroughSlog(t *testing.T) {
 		}
 	}
 	t.Fatalf("no WARN line for the ignored protocol in:\n%s", out.String())
+}
+
+// TestDroppedSpansAreLoggedThroughSlog: with a queue of one span and a slow
+// collector the batch processor drops spans, which it reports only at debug
+// level; a WARN line counts them.
+func TestDroppedSpansAreLoggedThroughSlog(t *testing.T) {
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(50 * time.Millisecond)
+	}))
+	defer collector.Close()
+	exportOn(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "1")
+	t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
+	var out testenv.SyncBuffer
+	p, err := New(context.Background(), slog.New(slog.NewJSONHandler(&out, nil)), "svc", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 200 {
+		_, span := p.Tracer("t").Start(context.Background(), "s")
+		span.End()
+	}
+	time.Sleep(300 * time.Millisecond) // a few exports, each logging the count
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = p.Shutdown(ctx)
+	var warnings int
+	for _, l := range jsonLines(t, out.String()) {
+		if l["level"] == "WARN" && l["component"] == "otel" && strings.Contains(l["msg"].(string), "dropped spans") {
+			warnings++
+			if n, _ := l["dropped_total"].(float64); n < 1 || n > 199 {
+				t.Errorf("dropped_total %v, want 1 to 199", l["dropped_total"])
+			}
+		}
+	}
+	if warnings != 1 {
+		t.Errorf("%d WARN lines for dropped spans, want 1 (at most one a minute) in:\n%s", warnings, out.String())
+	}
 }
