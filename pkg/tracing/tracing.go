@@ -64,7 +64,7 @@ func (e *Error) Setting() string { return e.Var }
 func New(ctx context.Context, logger *slog.Logger, service, version string) (*Provider, error) {
 	getenv := os.Getenv
 	off := &Provider{TracerProvider: noop.NewTracerProvider(), Shutdown: func(context.Context) error { return nil }}
-	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
 		return off, nil
 	}
 	switch exp := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER"))); exp {

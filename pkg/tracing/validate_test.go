@@ -268,6 +268,7 @@ func TestNothingIsValidatedWhenExportIsOff(t *testing.T) {
 		{"no endpoint", nil},
 		{"exporter none", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "not a url", "OTEL_TRACES_EXPORTER": "none"}},
 		{"sdk disabled", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "not a url", "OTEL_SDK_DISABLED": "true"}},
+		{"sdk disabled, with blanks", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "not a url", "OTEL_SDK_DISABLED": " TRUE\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			withCleanEnv(t)
