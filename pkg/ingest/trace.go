@@ -11,12 +11,12 @@ import (
 )
 
 // Span names of the ingestor (issue 14.4): one per batch, linked to its
-// records' input trace contexts (the first maxBatchLinks); one per record that came with a
-// traceparent, as its child (the input's traceparent is the parent of the
-// ingest span, and the events carry this span's context on); the database
-// write as a child of the batch span, and the DLQ write as one of the
-// batch span (contract errors) or of the write span (records the database
-// refused, dead-lettered from the write).
+// records' input trace contexts (the first maxBatchLinks); one per record
+// that came with a traceparent, as its child (the input's traceparent is
+// the parent of the ingest span, and the events carry this span's context
+// on); the database write as a child of the batch span, and the DLQ write
+// as one of the batch span (contract errors) or of the write span (records
+// the database refused, dead-lettered from the write).
 const (
 	spanBatch      = "ingest batch"
 	spanRecord     = "ingest record"
