@@ -26,11 +26,12 @@ func TestStuckLeavesOutTheReindexersWaits(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { other.Close(context.Background()) })
 	// whether a session of this pool waits for a lock in a statement
-	// starting with prefix
+	// starting with prefix (in this database: the package's other query
+	// modes run this test beside it)
 	waiting := func(prefix string) bool {
 		var n int
 		require.NoError(t, other.QueryRow(ctx, `select count(*) from pg_stat_activity
-			where application_name = $1 and wait_event_type = 'Lock' and query like $2`,
+			where datname = current_database() and application_name = $1 and wait_event_type = 'Lock' and query like $2`,
 			b.pool.Config().ConnConfig.RuntimeParams["application_name"], prefix+"%").Scan(&n))
 		return n > 0
 	}

@@ -153,7 +153,7 @@ func TestDroppedSpansAreLoggedThroughSlog(t *testing.T) {
 		_, span := p.Tracer("t").Start(context.Background(), "s")
 		span.End()
 	}
-	time.Sleep(300 * time.Millisecond) // a few exports, each logging the count
+	time.Sleep(time.Second) // exports, each logging the count (one 50 ms apart at least)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = p.Shutdown(ctx)
