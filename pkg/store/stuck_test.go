@@ -27,10 +27,12 @@ func TestStuckLeavesOutTheReindexersWaits(t *testing.T) {
 	t.Cleanup(func() { other.Close(context.Background()) })
 	// whether a session of this pool waits for a lock in a statement
 	// starting with prefix (in this database: the package's other query
-	// modes run this test beside it)
+	// modes run this test beside it). Asked through the pool, outside the
+	// other session's transaction: within one, pg_stat_activity is read
+	// once and kept.
 	waiting := func(prefix string) bool {
 		var n int
-		require.NoError(t, other.QueryRow(ctx, `select count(*) from pg_stat_activity
+		require.NoError(t, b.pool.QueryRow(ctx, `select count(*) from pg_stat_activity
 			where datname = current_database() and application_name = $1 and wait_event_type = 'Lock' and query like $2`,
 			b.pool.Config().ConnConfig.RuntimeParams["application_name"], prefix+"%").Scan(&n))
 		return n > 0
