@@ -32,7 +32,7 @@ func routeDiagnostics(logger *slog.Logger) {
 // otherwise lost without a word while the collector was slow or down.
 type droppedSpans struct {
 	mu     sync.Mutex
-	warned uint64    // the count of the last warning
+	warned uint32    // the count of the last warning
 	at     time.Time // when it was logged
 }
 
@@ -46,18 +46,10 @@ const (
 )
 
 func (d *droppedSpans) note(logger *slog.Logger, kv []any) {
-	var total uint64
+	var total uint32 // the processor's atomic.Uint32
 	for i := 0; i+1 < len(kv); i += 2 {
-		if kv[i] != droppedKey {
-			continue
-		}
-		switch v := kv[i+1].(type) {
-		case uint32:
-			total = uint64(v)
-		case uint64:
-			total = v
-		case int:
-			total = uint64(max(v, 0))
+		if n, ok := kv[i+1].(uint32); ok && kv[i] == droppedKey {
+			total = n
 		}
 	}
 	d.mu.Lock()
