@@ -113,3 +113,31 @@ func TestClosePoolGivesUpOnAConnectionThatIsNotReturned(t *testing.T) {
 
 	require.True(t, store.ClosePool(pool, 10*time.Second), "once the connection is back, the close completes")
 }
+
+// TestAMalformedURLSaysWhyWithoutTheString: the error of a connection
+// string that does not parse names the setting and pgx's reason, and
+// never the string (whose password pgx's own message may echo).
+func TestAMalformedURLSaysWhyWithoutTheString(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ url, reason string }{
+		{"postgres://u:s3cret@[::1", "failed to parse as URL"},
+		{"postgres://u:s3cret@h:notaport/db", "invalid port"},
+		{"host=h port=notaport password=s3cret", "invalid port"},
+		{"postgres://u:s3cret@h/db?pool_max_conns=many", "cannot parse pool_max_conns"},
+		{"postgres://u:s3cret@h/db?connect_timeout=soon", "invalid connect_timeout"},
+		{"postgres://u:s3cret@h/db?target_session_attrs=any-old", "unknown target_session_attrs value: any-old"},
+	} {
+		err := store.CheckURL(tc.url, "DATABASE_URL")
+		require.Error(t, err, tc.url)
+		var ue *store.URLError
+		require.ErrorAs(t, err, &ue)
+		require.Equal(t, tc.reason, ue.Reason, "%q: %v", tc.url, err)
+		require.Contains(t, err.Error(), "DATABASE_URL: invalid connection string: "+tc.reason)
+		require.NotContains(t, err.Error(), "s3cret")
+		require.NotContains(t, err.Error(), "notaport")
+
+		_, err = store.Open(context.Background(), tc.url, "test")
+		require.ErrorAs(t, err, &ue)
+		require.Equal(t, tc.reason, ue.Reason)
+	}
+}

@@ -9,12 +9,14 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -68,7 +70,7 @@ const (
 func Open(ctx context.Context, databaseURL, application string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
-		return nil, &URLError{Var: "DATABASE_URL"}
+		return nil, urlError(err, "DATABASE_URL")
 	}
 	configureConn(cfg.ConnConfig)
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" && application != "" {
@@ -137,26 +139,63 @@ func configureConn(cfg *pgx.ConnConfig) {
 }
 
 // URLError is a connection string that does not parse. It names the
-// setting only: pgx echoes the whole string (password included) in some
-// parse errors.
+// setting and pgx's reason ("invalid port", "cannot parse pool_max_conns"),
+// never the string: pgx's own message echoes it, password included when
+// the string is too malformed to redact, and so does the error it wraps
+// (net/url's quotes the whole URL).
 type URLError struct {
 	// Var is the variable that holds the string (DATABASE_URL).
 	Var string
+	// Reason is pgx's description of what does not parse, without the
+	// string; empty when pgx gave none.
+	Reason string
 }
 
 func (e *URLError) Error() string {
-	return fmt.Sprintf("%s: invalid connection string (see the pgx/libpq URL and key=value forms)", e.Var)
+	if e.Reason == "" {
+		return fmt.Sprintf("%s: invalid connection string (see the pgx/libpq URL and key=value forms)", e.Var)
+	}
+	return fmt.Sprintf("%s: invalid connection string: %s (see the pgx/libpq URL and key=value forms)", e.Var, e.Reason)
 }
 
 // Setting makes a *URLError a configuration error to the mains (exit
 // status 2: fix the deployment, retrying will not help).
 func (e *URLError) Setting() string { return e.Var }
 
+// urlError turns pgx's parse error into a [URLError] for setting.
+func urlError(err error, setting string) *URLError {
+	return &URLError{Var: setting, Reason: parseReason(err)}
+}
+
+// parseReason is the message pgx's ParseConfigError was made with. pgx
+// keeps it unexported, so it is read from the text of a copy whose string
+// is empty: that text is a fixed prefix, the message, and the wrapped
+// error's text in parentheses when there is one. Anything else gives "".
+func parseReason(err error) string {
+	var pce *pgconn.ParseConfigError
+	if !errors.As(err, &pce) {
+		return ""
+	}
+	blank := *pce
+	blank.ConnString = ""
+	reason, ok := strings.CutPrefix(blank.Error(), "cannot parse ``: ")
+	if !ok {
+		return ""
+	}
+	if inner := pce.Unwrap(); inner != nil {
+		reason, ok = strings.CutSuffix(reason, " ("+inner.Error()+")")
+		if !ok {
+			return ""
+		}
+	}
+	return reason
+}
+
 // CheckURL parses databaseURL as [Open] does, so that a malformed string
 // stops a process at start, naming setting, before anything connects.
 func CheckURL(databaseURL, setting string) error {
 	if _, err := pgxpool.ParseConfig(databaseURL); err != nil {
-		return &URLError{Var: setting}
+		return urlError(err, setting)
 	}
 	return nil
 }
@@ -171,7 +210,7 @@ func CheckURL(databaseURL, setting string) error {
 func connConfig(databaseURL, setting string) (*pgx.ConnConfig, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
-		return nil, &URLError{Var: setting}
+		return nil, urlError(err, setting)
 	}
 	configureConn(cfg.ConnConfig)
 	return cfg.ConnConfig, nil
