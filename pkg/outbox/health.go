@@ -18,8 +18,10 @@ type TableHealth struct {
 	// each by its pid and xid, stable while it holds. OldestXactAge leaves
 	// them out; the caller may date them from when it first saw them.
 	UndatedHolders []string
-	// LiveTuples and DeadTuples are the outbox table's statistics
-	// (pg_stat_user_tables, estimates).
+	// LiveTuples and DeadTuples are estimates from the statistics system
+	// (pg_stat_user_tables); after a statistics reset the live tuples come
+	// from the planner's estimate until the next vacuum or analyze, and
+	// the dead ones count from the reset.
 	LiveTuples, DeadTuples int64
 	// TableBytes is the table's size with its indexes and TOAST.
 	TableBytes int64

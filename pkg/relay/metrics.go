@@ -113,11 +113,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		liveTuples: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "route_passport_outbox_live_tuples",
-			Help: "Live tuples of route_passport_outbox (pg_stat_user_tables estimate).",
+			Help: "Live tuples of route_passport_outbox (pg_stat_user_tables estimate; after a statistics reset, e.g. a failover, the planner's until the next vacuum or analyze).",
 		}),
 		deadTuples: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "route_passport_outbox_dead_tuples",
-			Help: "Dead tuples of route_passport_outbox not yet vacuumed (pg_stat_user_tables estimate).",
+			Help: "Dead tuples of route_passport_outbox not yet vacuumed (pg_stat_user_tables estimate; counted from the last statistics reset, e.g. a failover).",
 		}),
 		tableBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "route_passport_outbox_table_bytes",

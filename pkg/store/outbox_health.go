@@ -34,6 +34,14 @@ import (
 // Sessions of other roles show their xids but, unless the role has
 // pg_read_all_stats, none of their times (nor their backend_type): they are
 // listed (pid and xid) for the caller to date.
+//
+// The live tuples are the estimate [Outbox.Stats] uses, not n_live_tup
+// alone: after a statistics reset (crash recovery, a promoted standby) that
+// counts only the rows written since, and the alerts that divide by it
+// (bloat, bytes per row) fired after every failover. n_live_tup stands in
+// only where nothing else knows (a table never vacuumed or analyzed, whose
+// counts run from its creation). The dead tuples have no such estimate:
+// after a reset they count from it, too few until the next vacuum.
 const tableHealthSQL = `
 with own as (select backend_xmin from pg_stat_activity where pid = pg_backend_pid()),
 holders as (
@@ -49,7 +57,7 @@ select
         (select min(since) from holders),
         (select min(prepared) from pg_prepared_xacts where database = current_database()))), 0)::float8,
     (select coalesce(array_agg(pid::text || ':' || xid::text), '{}') from holders where since is null),
-    coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0),
+    coalesce((` + estimateRowsSQL + `), s.n_live_tup, 0), coalesce(s.n_dead_tup, 0),
     pg_total_relation_size('route_passport_outbox'::regclass)
 from (select 1) as one
 left join pg_stat_user_tables s on s.relid = 'route_passport_outbox'::regclass`
