@@ -20,9 +20,9 @@ var promtoolTests = filepath.Join("promtool", "alerts_test.yaml")
 var pausedPromtoolTests = filepath.Join("promtool", "paused", "alerts_test.yaml")
 
 // TestEveryAlertHasPromtoolTest fails when an alert of the chart has no
-// promtool case where it fires (with its labels and annotations) and none
-// where it stays silent, or when the file tests an alert the chart no longer
-// has. promtool itself runs in scripts/chart-check.sh.
+// promtool case where it fires (with its labels and annotations, the
+// namespace and job among them) and none where it stays silent, or when the
+// file tests an alert the chart no longer has. promtool itself runs in scripts/chart-check.sh.
 func TestEveryAlertHasPromtoolTest(t *testing.T) {
 	t.Parallel()
 	r := render(t, "-f", ciValues("all-features"))
@@ -68,6 +68,10 @@ func TestEveryAlertHasPromtoolTest(t *testing.T) {
 				require.NotEmpty(t, e.Labels["severity"], "test %q: expected alert %s without its severity label", tc.Name, rt.Alert)
 				require.NotEmpty(t, e.Annotations["summary"], "test %q: expected alert %s without its summary", tc.Name, rt.Alert)
 				require.NotEmpty(t, e.Annotations["description"], "test %q: expected alert %s without its description", tc.Name, rt.Alert)
+				// Two releases' alerts of one name are told apart by these
+				// (Alertmanager would merge them, and one silence covers both).
+				require.NotEmpty(t, e.Labels["namespace"], "test %q: expected alert %s without its namespace label", tc.Name, rt.Alert)
+				require.NotEmpty(t, e.Labels["job"], "test %q: expected alert %s without its job label", tc.Name, rt.Alert)
 			}
 			fires[rt.Alert] = true
 		}

@@ -293,6 +293,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"CommonLabelsSetASelector", []string{"--set", `commonLabels.app\.kubernetes\.io/name=x`}, "commonLabels must not set app.kubernetes.io/name"},
 		{"PodLabelsSetASelector", []string{"--set", `relay.podLabels.app\.kubernetes\.io/component=x`}, "relay.podLabels must not set app.kubernetes.io/component"},
 		{"AlertLabelsSetSeverity", []string{"--set", "prometheusRule.enabled=true", "--set", "prometheusRule.alertLabels.severity=page"}, "prometheusRule.alertLabels must not set severity"},
+		{"AlertLabelsSetNamespace", []string{"--set", "prometheusRule.enabled=true", "--set", "prometheusRule.alertLabels.namespace=prod"}, "prometheusRule.alertLabels must not set namespace"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,6 +18,11 @@
 {{- if hasKey (default dict .Values.prometheusRule.alertLabels) "severity" }}
 {{- fail "prometheusRule.alertLabels must not set severity: each alert sets its own (critical or warning)" }}
 {{- end }}
+{{- range $k := list "namespace" "job" }}
+{{- if hasKey (default dict $.Values.prometheusRule.alertLabels) $k }}
+{{- fail (printf "prometheusRule.alertLabels must not set %s: each alert carries its release's own, which tells two releases' alerts apart" $k) }}
+{{- end }}
+{{- end }}
 {{- range $c := list (dict "name" "ingestor" "v" .Values.ingestor) (dict "name" "relay" "v" .Values.relay) }}
 {{- if gt (int $c.v.autoscaling.minReplicas) (int $c.v.autoscaling.maxReplicas) }}
 {{- fail (printf "%s.autoscaling.minReplicas (%v) must be <= maxReplicas (%v)" $c.name $c.v.autoscaling.minReplicas $c.v.autoscaling.maxReplicas) }}
