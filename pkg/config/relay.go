@@ -49,7 +49,9 @@ func relayVars() map[string]string {
 // The relay's variables are read with positiveInt/duration rather than parsed
 // blindly: relay.Config's zero value means "default", so a variable set to
 // 0 (or below 1) must be refused here, naming it, instead of silently
-// becoming the default.
+// becoming the default. Three take 0 for "off" instead (OUTBOX_RETENTION,
+// OUTBOX_CLAIM_FULL_SCAN_INTERVAL, OUTBOX_REINDEX_INTERVAL): their 0 is
+// passed on as the negative value relay.Config reads as off.
 
 // outboxMaxAttempts reads OUTBOX_MAX_ATTEMPTS, which both binaries read
 // (the ingestor stores it in new rows' max_attempts): one set of bounds,

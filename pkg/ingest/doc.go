@@ -101,10 +101,10 @@
 //     times and then dead-lettered with category RETRYABLE; the other
 //     records are written.
 //   - a lost race with a concurrent transaction (store.KindConflict: a
-//     serialization failure or a deadlock, after store.Write wrote the
-//     records again at read committed up to six times): the same records
-//     are retried after a growing pause, without pausing consumption,
-//     splitting or dead-lettering.
+//     serialization failure or a deadlock, after store.Passports.Write ran
+//     the transaction again at read committed five times, six tries in
+//     all): the same records are retried after a growing pause, without
+//     pausing consumption, splitting or dead-lettering.
 //
 // A DLQ write that fails is retried the same way as an unavailable database
 // (component "dlq", probed with a metadata request): the record's offset

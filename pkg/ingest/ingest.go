@@ -118,11 +118,14 @@ var errCommitHook = errors.New("ingest: commit stopped by hook")
 // concerns live in files of their own: poll.go (polling and dispatch),
 // parse.go (parsing while records wait), batch.go (one batch), batchcap.go
 // (smaller batches while writes outrun their bound), write.go (the
-// database write), deadletter.go (and the DLQ's probe), commit.go (offset
-// commits), flow.go (pause/resume), lag.go (the lag gauges), rebalance.go,
-// health.go (a dependency's state and its watcher), callwatch.go (the
-// calls outstanding), dbprobe.go (the database's probes) and brokers.go
-// (the input brokers' readiness).
+// database write: the pipelined attempt) and writeslow.go (the careful way
+// after it failed: record by record, spans split), deadletter.go (and the
+// DLQ's probe), tracker.go (how far each partition's offset may be
+// committed) and commit.go (the commits), flow.go (pause/resume), lag.go
+// (the lag gauges), rebalance.go, health.go (a dependency's state and its
+// watcher), callwatch.go (the calls outstanding), dbprobe.go (the
+// database's probes), brokers.go (the input brokers' readiness), trace.go
+// (spans), metrics.go and config.go.
 type Ingestor struct {
 	logger      *slog.Logger
 	cfg         Config

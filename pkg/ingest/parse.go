@@ -10,8 +10,8 @@ import (
 // The poll loop parses pending records while it would otherwise wait in
 // Poll (a batch held behind the one ahead, or both pipeline slots busy),
 // so that records are parsed while the batch ahead of theirs writes. At a
-// steady rate a batch waits for its predecessor to run its statements
-// (held); parsed only once it goes, its records' parse time would add to
+// steady rate a batch waits until its predecessor has committed (held, at
+// most holdMax); parsed only once it goes, its records' parse time would add to
 // every batch's turn, and each turn's length is what the next batch's
 // records wait. A batch parses whatever the loop has not reached. The loop
 // does the early parsing itself, rather than a parser goroutine, so that no

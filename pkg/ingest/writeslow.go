@@ -104,7 +104,7 @@ func (w *slowWrite) try(ctx context.Context, span []*item) bool {
 }
 
 // lostRace: span lost a race with a concurrent transaction more often than
-// store.Write runs it again (a deadlock with another ingestor on the same
+// store.Passports.Write runs it again (a deadlock with another ingestor on the same
 // routes). The database answers and the span is fine, so neither a pause
 // nor a split; again after a pause that grows.
 func (w *slowWrite) lostRace(ctx context.Context, span []*item, err error) bool {

@@ -24,8 +24,9 @@ type Config struct {
 	// retry delay ([Backoff]).
 	InitialBackoff time.Duration
 	MaxBackoff     time.Duration
-	// Jitter is the largest random extra fraction of a retry delay
-	// (default 0.1; negative means none).
+	// Jitter is the largest random fraction of a retry delay added to it,
+	// or taken off it at MaxBackoff ([Backoff]; default 0.1; negative
+	// means none).
 	Jitter float64
 	// LockTimeout is the lease of a claimed row (default 60s). It must
 	// exceed PublishTimeout, and should by [LeaseMargin]: the publish may

@@ -294,7 +294,7 @@ func (s *Passports) writeArgs(accepted []passport.Accepted) ([]any, int, error) 
 // first one's commit and then updates, so one of them inserts the events.
 // The foreign key is checked at the end of the statement, after the CTE's
 // inserts. The join also drops an event whose route is not in the write at
-// all (the foreign key refused such a write before): passport.Events gives
+// all (the foreign key refused such a write before): passport.Passport.Events gives
 // each event its passport's route id, which is what makes that impossible.
 const writeSQL = `
 with up as (
@@ -473,7 +473,7 @@ func newOutboxRows(n int) *outboxRows {
 
 // add appends events as they are: which events a passport yields, and
 // their keys, payloads and headers, is the domain's rule
-// (passport.Events).
+// (passport.Passport.Events).
 func (o *outboxRows) add(events []outbox.Event) error {
 	for _, ev := range events {
 		routeID, err := uuid.Parse(ev.RouteID)

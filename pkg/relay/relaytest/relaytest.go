@@ -1,6 +1,8 @@
-// Package relaytest writes outbox rows the way the ingestor does (a
-// route_passports parent row, then its outbox rows, then a NOTIFY, in one
-// transaction), for the tests and benchmarks of the relay and the store.
+// Package relaytest writes outbox rows the way the ingestor's chained write
+// does (a route_passports parent row, then its outbox rows, then a NOTIFY,
+// in one transaction; the ingestor's usual write notifies after its
+// commit, in a transaction of its own), for the tests and benchmarks of the
+// relay and the store.
 package relaytest
 
 import (
@@ -74,8 +76,8 @@ func Fill(e outbox.Event) outbox.Event {
 }
 
 // Insert writes events (with their parent passports, max_attempts
-// DefaultMaxAttempts) and a NOTIFY in one transaction, like the ingestor, and
-// returns them with defaults filled in.
+// DefaultMaxAttempts) and a NOTIFY in one transaction, like the ingestor's
+// chained write, and returns them with defaults filled in.
 func Insert(ctx context.Context, pool *pgxpool.Pool, events ...outbox.Event) ([]outbox.Event, error) {
 	return InsertMaxAttempts(ctx, pool, DefaultMaxAttempts, events...)
 }
