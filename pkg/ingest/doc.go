@@ -12,8 +12,11 @@
 // arrived when a pipeline slot is free and the batch ahead has committed,
 // so batches grow with the load and an idle record waits for nothing),
 // hands each batch to a batch goroutine, takes the batch's result back, and
-// commits. Rebalance callbacks run inside Poll on that same goroutine, so a
-// commit can never race a revocation.
+// commits. Rebalance callbacks run inside Poll on that same goroutine, so
+// the loop's state never changes under a revocation; the Commit calls run on
+// a goroutine of their own (commit.go), one at a time, and a revocation
+// waits for the one running (at most the commit's bound, else its
+// partitions' finished records are redelivered to their next owner).
 //
 // # Pipeline
 //
