@@ -9,7 +9,9 @@ import (
 	"github.com/pcp/route-processing/pkg/record"
 )
 
-// The headers of contract §2 on an output record.
+// The headers of contract §2 on an output record. HeaderTraceparent, the
+// W3C Trace Context header, is also the one the input may carry (the
+// tracing package reads and writes it by this name).
 const (
 	HeaderType          = "type"
 	HeaderEventID       = "eventId"

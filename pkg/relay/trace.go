@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/record"
 	"github.com/pcp/route-processing/pkg/tracing"
 )
@@ -23,7 +24,7 @@ func (r *Relay) startPublish(ctx context.Context, b *batch, i int, claim trace.S
 	rec := row.Record()
 	tp, hasTP := "", false
 	for _, h := range row.Headers {
-		if h.Key == tracing.HeaderTraceparent {
+		if h.Key == outbox.HeaderTraceparent {
 			tp, hasTP = string(h.Value), true
 		}
 	}
@@ -49,7 +50,7 @@ func (r *Relay) startPublish(ctx context.Context, b *batch, i int, claim trace.S
 	b.spans[i] = span
 	if r.cfg.Tracer != nil && hasTP {
 		if own := tracing.Traceparent(span); own != "" {
-			rec.Headers = withHeader(rec.Headers, tracing.HeaderTraceparent, own)
+			rec.Headers = withHeader(rec.Headers, outbox.HeaderTraceparent, own)
 		}
 	}
 	b.recs[i] = rec

@@ -6,29 +6,26 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/record"
 )
-
-// HeaderTraceparent is the W3C Trace Context header the input may carry
-// and the output events carry on (contract §2).
-const HeaderTraceparent = "traceparent"
 
 var traceContext propagation.TraceContext
 
 // Extract returns ctx with the remote span context of the record's last
 // traceparent header, if it has a valid one.
 func Extract(ctx context.Context, rec *record.Record) context.Context {
-	v, ok := rec.Header(HeaderTraceparent)
+	v, ok := rec.Header(outbox.HeaderTraceparent)
 	if !ok {
 		return ctx
 	}
-	return traceContext.Extract(ctx, propagation.MapCarrier{HeaderTraceparent: string(v)})
+	return traceContext.Extract(ctx, propagation.MapCarrier{outbox.HeaderTraceparent: string(v)})
 }
 
 // ExtractTraceparent returns ctx with the remote span context of a stored
 // traceparent value (an outbox row's), if it is valid.
 func ExtractTraceparent(ctx context.Context, traceparent string) context.Context {
-	return traceContext.Extract(ctx, propagation.MapCarrier{HeaderTraceparent: traceparent})
+	return traceContext.Extract(ctx, propagation.MapCarrier{outbox.HeaderTraceparent: traceparent})
 }
 
 // Traceparent renders the span context of span as a traceparent value; ""
@@ -40,5 +37,5 @@ func Traceparent(span trace.Span) string {
 	}
 	c := propagation.MapCarrier{}
 	traceContext.Inject(trace.ContextWithSpanContext(context.Background(), sc), c)
-	return c[HeaderTraceparent]
+	return c[outbox.HeaderTraceparent]
 }
