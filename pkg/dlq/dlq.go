@@ -60,13 +60,16 @@ const (
 	CategoryFatal Category = "FATAL"
 )
 
-// Categories are the valid categories, in the contract's order.
-var Categories = []Category{CategoryContract, CategoryRetryable, CategoryFatal}
+// Categories returns the valid categories, in the contract's order (a new
+// slice each time: no caller can change the list another reads).
+func Categories() []Category {
+	return []Category{CategoryContract, CategoryRetryable, CategoryFatal}
+}
 
 // ParseCategory returns the category named s exactly, and whether there is
 // one.
 func ParseCategory(s string) (Category, bool) {
-	for _, c := range Categories {
+	for _, c := range Categories() {
 		if string(c) == s {
 			return c, true
 		}

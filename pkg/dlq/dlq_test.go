@@ -295,7 +295,7 @@ func TestLetterRoundTrip(t *testing.T) {
 
 func TestParseCategory(t *testing.T) {
 	t.Parallel()
-	for _, c := range Categories {
+	for _, c := range Categories() {
 		got, ok := ParseCategory(string(c))
 		require.True(t, ok)
 		require.Equal(t, c, got)

@@ -138,8 +138,9 @@ func (f Filter) Match(rec record.Record, info dlq.Info) bool {
 
 // categoryList names the valid categories for an error message.
 func categoryList() string {
-	names := make([]string, len(dlq.Categories))
-	for i, c := range dlq.Categories {
+	categories := dlq.Categories()
+	names := make([]string, len(categories))
+	for i, c := range categories {
 		names[i] = string(c)
 	}
 	return strings.Join(names, ", ")

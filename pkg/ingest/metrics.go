@@ -51,7 +51,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Records between the committed offset and the high watermark, per assigned partition.",
 		}, []string{"partition"}),
 	}
-	for _, c := range dlq.Categories {
+	for _, c := range dlq.Categories() {
 		m.failure.WithLabelValues(string(c))
 	}
 	reg.MustRegister(m.success, m.failure, m.batchSize, m.batchDuration, m.lag)
