@@ -13,6 +13,11 @@ import (
 	"github.com/pcp/route-processing/pkg/record"
 )
 
+// DefaultMaxAttempts is OUTBOX_MAX_ATTEMPTS's default: the publishes a row
+// may fail before it becomes FAILED (the relay's rule; the ingestor writes it
+// into new rows' max_attempts).
+const DefaultMaxAttempts = 10
+
 // Statuses of route_passport_outbox.status (contract §3).
 const (
 	StatusPending   = "PENDING"

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pcp/route-processing/pkg/backoff"
+	"github.com/pcp/route-processing/pkg/outbox"
 	"github.com/pcp/route-processing/pkg/record"
 )
 
@@ -163,7 +164,7 @@ const (
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	c.MaxAttempts = cmp.Or(c.MaxAttempts, 10)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, outbox.DefaultMaxAttempts)
 	c.InitialBackoff = cmp.Or(c.InitialBackoff, time.Second)
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, 60*time.Second)
 	if c.Jitter == 0 {

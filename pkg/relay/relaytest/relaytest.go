@@ -29,10 +29,9 @@ const (
 	RouteGeoRef       = passport.EventRouteGeoRef
 )
 
-// DefaultMaxAttempts is the max_attempts of rows Insert writes: the relay's
-// default (relay.Config), which this package cannot read, since the relay's
-// internal tests import it.
-const DefaultMaxAttempts = 10
+// DefaultMaxAttempts is the max_attempts of rows Insert and Seed write:
+// the relay's default.
+const DefaultMaxAttempts = outbox.DefaultMaxAttempts
 
 const insertPassportSQL = `
 insert into route_passports (
@@ -132,7 +131,8 @@ func MustInsertMaxAttempts(t testing.TB, pool *pgxpool.Pool, maxAttempts int, ev
 }
 
 // SeedSQL inserts $1 passports with two outbox rows each (topics $2 and $3,
-// headers type and eventId) in one statement, without a NOTIFY.
+// headers type and eventId, max_attempts $4) in one statement, without a
+// NOTIFY.
 const SeedSQL = `
 with p as (
     insert into route_passports (
@@ -155,7 +155,7 @@ select id, route_id, event_type, topic, route_id::text,
            'routeNameFull', 'KA-7 route', 'geometry', 'POLYGON((30 10,40 40,20 40,10 20,30 10))',
            'routeStatus', 'PROCESSED'), 'traceId', null, 'correlationId', null,
            'group', 'pcp', 'source', 'route-processing'),
-       jsonb_build_object('type', event_type, 'eventId', id::text), 10
+       jsonb_build_object('type', event_type, 'eventId', id::text), $4::int
 from e`
 
 // Seed inserts n passports (2n outbox rows) on topics a and b.
@@ -163,7 +163,7 @@ func Seed(t testing.TB, pool *pgxpool.Pool, n int, a, b string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if _, err := pool.Exec(ctx, SeedSQL, n, a, b); err != nil {
+	if _, err := pool.Exec(ctx, SeedSQL, n, a, b, DefaultMaxAttempts); err != nil {
 		t.Fatalf("relaytest: seed: %v", err)
 	}
 }
