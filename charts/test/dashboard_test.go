@@ -18,7 +18,7 @@ func TestDashboardFile(t *testing.T) {
 }
 
 // requireDashboard checks that the dashboard is valid JSON and plots what an
-// operator needs: ingest and DLQ rates, outbox backlog and age, publish rate
+// operator needs: ingest and DLQ rates, outbox backlog, FAILED rows and age, publish rate
 // and latency, readiness, and what keeps vacuum from keeping the outbox small.
 func requireDashboard(t *testing.T, raw []byte) {
 	t.Helper()
@@ -49,6 +49,7 @@ func requireDashboard(t *testing.T, raw []byte) {
 		"rate(route_passport_ingest_success_total{",
 		"sum by (category) (rate(route_passport_ingest_failure_total{",
 		"route_passport_outbox_pending{",
+		"route_passport_outbox_failed_rows{",
 		"route_passport_outbox_oldest_pending_age_seconds{",
 		"rate(route_passport_outbox_published_total{",
 		"route_passport_outbox_publish_duration_seconds_bucket{",
@@ -60,6 +61,7 @@ func requireDashboard(t *testing.T, raw []byte) {
 		"route_passport_outbox_live_tuples{",
 		"route_passport_outbox_table_bytes{",
 		"route_passport_outbox_index_bytes{",
+		"route_passport_outbox_index_rebuilds_total{",
 	} {
 		require.Contains(t, all, want, "dashboard must plot %s", want)
 	}
