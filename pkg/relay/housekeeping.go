@@ -29,6 +29,7 @@ func (r *Relay) readGauges(ctx context.Context) {
 		r.m.liveTuples.Set(float64(h.LiveTuples))
 		r.m.deadTuples.Set(float64(h.DeadTuples))
 		r.m.tableBytes.Set(float64(h.TableBytes))
+		r.m.healthAt.SetToCurrentTime()
 	} else if ctx.Err() == nil {
 		r.logger.DebugContext(ctx, "cannot read outbox table health", "err", err)
 	}
@@ -36,7 +37,9 @@ func (r *Relay) readGauges(ctx context.Context) {
 }
 
 // refreshIndexGauges sets the size gauge of each valid outbox index, when
-// the outbox can list them.
+// the outbox can list them, and deletes the series of an index gone since
+// (dropped by a migration or an operator), which would otherwise keep its
+// last size for as long as the process runs.
 func (r *Relay) refreshIndexGauges(ctx context.Context) {
 	if r.indexes == nil {
 		return
@@ -50,14 +53,23 @@ func (r *Relay) refreshIndexGauges(ctx context.Context) {
 		}
 		return
 	}
+	seen := make(map[string]bool, len(ixs))
 	for _, ix := range ixs {
 		if ix.Valid {
+			seen[ix.Name] = true
 			r.m.indexBytes.WithLabelValues(ix.Name).Set(float64(ix.Bytes))
 			// Exported at 0 before the first rebuild: a query or alert on
 			// it finds the series (increase over a window needs one).
 			r.m.indexRebuilds.WithLabelValues(ix.Name)
 		}
 	}
+	for name := range r.indexSeries {
+		if !seen[name] {
+			r.m.indexBytes.DeleteLabelValues(name)
+			r.m.indexRebuilds.DeleteLabelValues(name)
+		}
+	}
+	r.indexSeries = seen
 }
 
 // nowAndEvery calls fn at once, then as every does.

@@ -27,6 +27,7 @@ type metrics struct {
 	liveTuples    prometheus.Gauge
 	deadTuples    prometheus.Gauge
 	tableBytes    prometheus.Gauge
+	healthAt      prometheus.Gauge
 	wakeupMode    *prometheus.GaugeVec
 	indexBytes    *prometheus.GaugeVec
 	indexRebuilds *prometheus.CounterVec
@@ -123,6 +124,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "route_passport_outbox_table_bytes",
 			Help: "Size of route_passport_outbox with its indexes and TOAST (pg_total_relation_size).",
 		}),
+		healthAt: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "route_passport_outbox_table_health_refreshed_timestamp_seconds",
+			Help: "Unix time of the last successful refresh of the oldest-transaction age, tuple and table-size gauges; a refresh that fails leaves them at their previous values.",
+		}),
 		wakeupMode: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "route_passport_outbox_relay_wakeup_mode",
 			Help: "1 for the way the relay learns of new rows: notify (LISTEN/NOTIFY arrives) or poll (notifications do not arrive, e.g. behind a transaction pooler without DATABASE_LISTEN_URL; rows wait up to OUTBOX_POLL_INTERVAL).",
@@ -144,7 +149,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.published, m.retried, m.failed, m.released, m.postponed, m.pending, m.failedRows, m.oldestAge, m.pendingAt,
 			m.paused, m.publishTime, m.ingestToPub, m.claimedRows, m.kafkaOutages, m.lostLeaseRows,
-			m.oldestXactAge, m.liveTuples, m.deadTuples, m.tableBytes, m.wakeupMode,
+			m.oldestXactAge, m.liveTuples, m.deadTuples, m.tableBytes, m.healthAt, m.wakeupMode,
 			m.indexBytes, m.indexRebuilds)
 	}
 	return m

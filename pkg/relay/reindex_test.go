@@ -164,3 +164,49 @@ func metricValue(t *testing.T, m prometheus.Metric) float64 {
 	}
 	return d.Gauge.GetValue()
 }
+
+// TestOutboxGaugesForgetADroppedIndex: the size series of an index dropped
+// since the last refresh (a migration, an operator) goes, instead of
+// keeping its last size for as long as the process runs; the table-health
+// gauges' refresh is timestamped, as the pending gauges' is.
+func TestOutboxGaugesForgetADroppedIndex(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := testenv.Pool(t)
+	const extra = "route_passport_outbox_operator_idx"
+	_, err := pool.Exec(ctx, `create index `+extra+` on route_passport_outbox (event_type)`)
+	require.NoError(t, err)
+
+	reg := prometheus.NewRegistry()
+	r, err := New(slog.New(slog.NewTextHandler(io.Discard, nil)), store.NewOutbox(pool), &fakePublisher{},
+		Config{Registerer: reg})
+	require.NoError(t, err)
+	indexes := func() map[string]bool {
+		t.Helper()
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		names := map[string]bool{}
+		for _, mf := range mfs {
+			if mf.GetName() != "route_passport_outbox_index_bytes" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				names[m.GetLabel()[0].GetValue()] = true
+			}
+		}
+		return names
+	}
+
+	before := time.Now()
+	r.readGauges(ctx)
+	require.True(t, indexes()[extra], "the operator's index is exported: %v", indexes())
+	require.True(t, indexes()["route_passport_outbox_pkey"])
+	require.GreaterOrEqual(t, metricValue(t, r.m.healthAt), float64(before.Unix()), "the table health's refresh time")
+
+	_, err = pool.Exec(ctx, `drop index `+extra)
+	require.NoError(t, err)
+	r.readGauges(ctx)
+	require.False(t, indexes()[extra], "the dropped index's series is gone: %v", indexes())
+	require.True(t, indexes()["route_passport_outbox_pkey"], "the others stay")
+}

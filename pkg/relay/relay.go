@@ -65,6 +65,9 @@ type Relay struct {
 	claimsTimedOut atomic.Int32
 	// lastDelivery is when a batch last had a row delivered (unix nanos).
 	lastDelivery atomic.Int64
+	// indexSeries are the indexes whose gauges were last exported; only
+	// the gauges' refresh touches it (refreshIndexGauges).
+	indexSeries map[string]bool
 	// undated dates the horizon's holders whose start the relay's role
 	// may not read (horizon.go).
 	undated undatedHolders
