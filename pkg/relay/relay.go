@@ -89,6 +89,16 @@ type Relay struct {
 // New builds a relay. It does not touch the database or the brokers. Its
 // wake-up mode starts as "notify"; call [Relay.Notified] for each NOTIFY
 // and [Relay.Connected] after each (re)connect of the listener.
+//
+// Some of its work depends on what outbox and pub implement beyond
+// [Outbox] and [Publisher] (*store.Outbox and *kafkax.Producer implement
+// all of it; the unit tests' fakes little): the claim watermark
+// (boundedOutbox, watermark.go), the reindexer ([IndexStore]), the
+// release of cut claims' leases on a stop ([OrphanReleaser]), the probe of
+// the listener ([Notifier]), the producer's link problems in readiness
+// (linkReporter, outage.go) and the partitions' state in a postponed row's
+// error (partitionDescriber, publish.go). Without one, that work is not
+// done.
 func New(logger *slog.Logger, outbox Outbox, pub Publisher, cfg Config) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
