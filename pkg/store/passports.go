@@ -164,7 +164,8 @@ type WriteTx interface {
 // server's TCP keepalive noticed, hours later, and the ingestor that took
 // its partitions over would wait on them all that time.
 //
-// It upserts the passports of accepted by route_id (last write wins,
+// It upserts the passports of accepted by route_id (last write wins, but
+// not over a later record of the same partition: see writeSQL;
 // updated_at = statement_timestamp(), created_at kept), inserts the two
 // outbox rows of each route the write inserts (a route already in
 // route_passports gets none, even after retention deleted its events: see
@@ -296,6 +297,18 @@ func (s *Passports) writeArgs(accepted []passport.Accepted) ([]any, int, error) 
 // inserts. The join also drops an event whose route is not in the write at
 // all (the foreign key refused such a write before): passport.Passport.Events gives
 // each event its passport's route id, which is what makes that impossible.
+//
+// A record does not replace a route's row written from a later record of
+// the same partition (a higher offset) after the record was produced (the
+// row's updated_at past the record's timestamp): that is a write of a
+// partition's former owner, held up (for a connection, or behind another
+// session's row lock) past the wait of the revocation and committing after
+// the new owner wrote the route's next version, which it would otherwise
+// undo. Offsets alone cannot tell it, since they start again when a topic
+// is recreated; the new topic's records, produced after the old row was
+// written, do replace it. A record without a timestamp replaces the row as
+// before. The passport then counts as written: the later version stays,
+// as if the records had committed in their order.
 const writeSQL = `
 with up as (
 insert into route_passports (
@@ -305,14 +318,15 @@ insert into route_passports (
     resolution_range, resolution_azimuth, polarisation, processing_level,
     geometry_wkt, route_status, trace_id, correlation_id,
     source_topic, source_partition, source_offset, source_key, raw_payload,
-    created_at, updated_at)
+    source_timestamp, created_at, updated_at)
 select *, statement_timestamp(), statement_timestamp() from unnest(
     $1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
     $6::int8[], $7::text[], $8::timestamptz[], $9::timestamptz[],
     $10::float8[], $11::float8[], $12::float8[], $13::float8[],
     $14::float8[], $15::float8[], $16::jsonb[], $17::text[],
     $18::text[], $19::text[], $20::text[], $21::text[],
-    $22::text[], $23::int4[], $24::int8[], $25::bytea[], $26::jsonb[])
+    $22::text[], $23::int4[], $24::int8[], $25::bytea[], $26::jsonb[],
+    $27::timestamptz[])
 order by 1
 on conflict (route_id) do update set
     route_name_full = excluded.route_name_full,
@@ -340,18 +354,29 @@ on conflict (route_id) do update set
     source_offset = excluded.source_offset,
     source_key = excluded.source_key,
     raw_payload = excluded.raw_payload,
+    source_timestamp = excluded.source_timestamp,
     updated_at = statement_timestamp()
+where ` + KeepLaterRecordSQL + `
 returning route_id, xmax = 0 as inserted)
 insert into route_passport_outbox (
     id, route_id, event_type, topic, message_key, payload, headers,
     status, attempts, max_attempts, next_attempt_at)
 select t.id, t.route_id, t.event_type, t.topic, t.message_key, t.payload, t.headers,
-    'PENDING', 0, $34, now()
-from unnest($27::uuid[], $28::uuid[], $29::text[], $30::text[], $31::text[], $32::jsonb[], $33::jsonb[])
+    'PENDING', 0, $35, now()
+from unnest($28::uuid[], $29::uuid[], $30::text[], $31::text[], $32::text[], $33::jsonb[], $34::jsonb[])
     as t(id, route_id, event_type, topic, message_key, payload, headers)
 join up on up.route_id = t.route_id and up.inserted
 order by t.route_id, t.event_type
 on conflict (route_id, event_type) do nothing`
+
+// KeepLaterRecordSQL is the condition on which the passports' upsert
+// (ON CONFLICT DO UPDATE … WHERE) replaces a route's row: not with an
+// older record of the same partition than the row's (see writeSQL).
+// Exported for the bench's DB-only writer, which upserts the same way.
+const KeepLaterRecordSQL = `not (route_passports.source_topic = excluded.source_topic
+    and route_passports.source_partition = excluded.source_partition
+    and route_passports.source_offset > excluded.source_offset
+    and coalesce(route_passports.updated_at > excluded.source_timestamp, false))`
 
 // passportRows holds the unnest arrays of the upsert, one per column.
 type passportRows struct {
@@ -370,6 +395,7 @@ type passportRows struct {
 	srcOffset                            []int64
 	srcKey                               [][]byte
 	raw                                  [][]byte
+	srcTimestamp                         []pgtype.Timestamptz
 }
 
 func newPassportRows(n int) *passportRows {
@@ -383,7 +409,7 @@ func newPassportRows(n int) *passportRows {
 		polarisation: make([][]byte, 0, n), level: make([]string, 0, n), wkt: make([]string, 0, n),
 		status: make([]string, 0, n), traceID: make([]*string, 0, n), correlationID: make([]*string, 0, n),
 		srcTopic: make([]string, 0, n), srcPartition: make([]int32, 0, n), srcOffset: make([]int64, 0, n),
-		srcKey: make([][]byte, 0, n), raw: make([][]byte, 0, n),
+		srcKey: make([][]byte, 0, n), raw: make([][]byte, 0, n), srcTimestamp: make([]pgtype.Timestamptz, 0, n),
 	}
 }
 
@@ -419,6 +445,9 @@ func (r *passportRows) add(acc *passport.Accepted) error {
 	r.srcOffset = append(r.srcOffset, rec.Offset)
 	r.srcKey = append(r.srcKey, rec.Key)
 	r.raw = append(r.raw, acc.RawPayload())
+	// NULL when the record has none: the upsert's guard then holds back
+	// nothing.
+	r.srcTimestamp = append(r.srcTimestamp, pgtype.Timestamptz{Time: rec.Timestamp, Valid: !rec.Timestamp.IsZero()})
 	return nil
 }
 
@@ -430,6 +459,7 @@ func (r *passportRows) args() []any {
 		r.resRange, r.resAzimuth, jsonArray(r.polarisation), r.level,
 		r.wkt, r.status, r.traceID, r.correlationID,
 		r.srcTopic, r.srcPartition, r.srcOffset, r.srcKey, jsonArray(r.raw),
+		r.srcTimestamp,
 	}
 }
 

@@ -100,6 +100,56 @@ func TestPassportsWrite(t *testing.T) {
 		require.Equal(t, 2, n)
 	})
 
+	// A write of a partition's former owner, held up past the revocation,
+	// commits after the new owner wrote the route's next record: the older
+	// record (lower offset of the same partition, produced before the row
+	// was written) does not undo it. A recreated topic's record (a lower
+	// offset produced after the row was written), a record of another
+	// partition and one without a timestamp still replace the row.
+	t.Run("AnOlderRecordOfThePartitionKeepsTheLaterVersion", func(t *testing.T) {
+		t.Parallel()
+		pool := testenv.Pool(t)
+		s := store.NewPassports(pool, 7)
+		for name, write := range bothWrites(ctx, s) {
+			id := uuid.NewString()
+			at := func(rowName string, partition int32, offset int64, ts time.Time) passport.Accepted {
+				acc := passportRecord(t, id, rowName, "trace", offset)
+				acc.Source.Partition, acc.Source.Timestamp = partition, ts
+				return acc
+			}
+			row := func() (string, int64) {
+				var n string
+				var off int64
+				require.NoError(t, pool.QueryRow(ctx, "select route_name_full, source_offset from route_passports where route_id = $1", id).Scan(&n, &off))
+				return n, off
+			}
+			produced := time.Now().Add(-30 * time.Second)
+			require.NoError(t, write(at("v2", 0, 11, produced.Add(time.Second))), name)
+			require.NoError(t, write(at("v1", 0, 10, produced)), name)
+			n, off := row()
+			require.Equal(t, "v2", n, "%s: the older record of the partition, late, keeps the later version", name)
+			require.EqualValues(t, 11, off, name)
+
+			require.NoError(t, write(at("other partition", 1, 3, produced)), name)
+			n, _ = row()
+			require.Equal(t, "other partition", n, "%s: offsets of another partition are not compared", name)
+			require.NoError(t, write(at("v3", 1, 5, time.Time{})), name)
+			require.NoError(t, write(at("untimed", 1, 4, time.Time{})), name)
+			n, _ = row()
+			require.Equal(t, "untimed", n, "%s: a record without a timestamp replaces the row", name)
+
+			time.Sleep(10 * time.Millisecond) // a new topic's records come after the row's write
+			require.NoError(t, write(at("recreated topic", 1, 0, time.Now())), name)
+			n, off = row()
+			require.Equal(t, "recreated topic", n, "%s: a lower offset produced after the row was written replaces it", name)
+			require.EqualValues(t, 0, off, name)
+
+			var events int
+			require.NoError(t, pool.QueryRow(ctx, "select count(*) from route_passport_outbox where route_id = $1", id).Scan(&events))
+			require.Equal(t, 2, events, "%s: the first record's events only", name)
+		}
+	})
+
 	// Contract §1.5: the same routeId again (a redelivery, a replay, an
 	// update) changes the row in place and writes no new outbox rows, also
 	// after retention deleted the first events (a replay a day later must

@@ -183,13 +183,15 @@ var ceilingPassportCols = []string{
 	"resolution_range", "resolution_azimuth", "polarisation", "processing_level",
 	"geometry_wkt", "route_status", "trace_id", "correlation_id",
 	"source_topic", "source_partition", "source_offset", "source_key", "raw_payload",
+	"source_timestamp",
 }
 
 var ceilingOutboxCols = []string{"id", "route_id", "event_type", "topic", "message_key", "payload", "headers"}
 
 // ceilingUpsertSQL is the service's upsert (last record of a route wins,
-// created_at kept, times statement_timestamp()) from the temporary table,
-// in route_id order so that the two connections lock rows in one order.
+// but not over a later record of the same partition; created_at kept, times
+// statement_timestamp()) from the temporary table, in route_id order so
+// that the two connections lock rows in one order.
 func ceilingUpsertSQL() string {
 	cols := strings.Join(ceilingPassportCols, ", ")
 	set := make([]string, 0, len(ceilingPassportCols))
@@ -198,7 +200,8 @@ func ceilingUpsertSQL() string {
 	}
 	return "insert into route_passports (" + cols + ", created_at, updated_at)\n" +
 		"select " + cols + ", statement_timestamp(), statement_timestamp() from ceiling_passports order by route_id\n" +
-		"on conflict (route_id) do update set " + strings.Join(set, ", ") + ", updated_at = statement_timestamp()"
+		"on conflict (route_id) do update set " + strings.Join(set, ", ") + ", updated_at = statement_timestamp()\n" +
+		"where " + store.KeepLaterRecordSQL
 }
 
 // ceilingOutboxSQL inserts the outbox rows a route does not have yet, as
@@ -299,6 +302,7 @@ func passportCopyRow(acc *passport.Accepted) ([]any, error) {
 		p.ResolutionRange, p.ResolutionAzimuth, json.RawMessage(jsontext.AppendStrings(nil, p.Polarisation)), p.ProcessingLevel,
 		p.GeometryWKT, p.RouteStatus, p.TraceID, p.CorrelationID,
 		rec.Topic, rec.Partition, rec.Offset, rec.Key, json.RawMessage(acc.RawPayload()),
+		pgtype.Timestamptz{Time: rec.Timestamp, Valid: !rec.Timestamp.IsZero()},
 	}, nil
 }
 
