@@ -138,6 +138,7 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"sub-millisecond publish timeout", env("OUTBOX_PUBLISH_TIMEOUT=500us"), true, "OUTBOX_PUBLISH_TIMEOUT"},
 		{"publish timeout past librdkafka's range", env("OUTBOX_PUBLISH_TIMEOUT=1000h", "OUTBOX_LOCK_TIMEOUT=2000h"), true, "OUTBOX_PUBLISH_TIMEOUT"},
 		{"lease of a nanosecond", env("OUTBOX_LOCK_TIMEOUT=1ns"), true, "OUTBOX_LOCK_TIMEOUT"},
+		{"retention shorter than the lease", env("OUTBOX_RETENTION=30s"), true, "OUTBOX_RETENTION"},
 		{"batch size zero", env("OUTBOX_BATCH_SIZE=0"), true, "OUTBOX_BATCH_SIZE"},
 		{"retention every nanosecond", env("OUTBOX_RETENTION_INTERVAL=1ns"), true, "OUTBOX_RETENTION_INTERVAL"},
 		{"stats every millisecond", env("OUTBOX_STATS_INTERVAL=1ms"), true, "OUTBOX_STATS_INTERVAL"},

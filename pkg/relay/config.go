@@ -93,8 +93,9 @@ type Config struct {
 	// ClaimFullScanInterval is the period of the claim watermark's full
 	// rescan (watermark.go; default 10s): the most a row written below the
 	// watermark (a transaction open longer than ClaimWatermarkMargin) waits
-	// beyond its commit. Negative: no watermark, every claim scans the
-	// PENDING index from its start.
+	// beyond its commit while rescans succeed; under a snapshot held so
+	// long that they run out of their bound, until one does. Negative: no
+	// watermark, every claim scans the PENDING index from its start.
 	ClaimFullScanInterval time.Duration
 	// ClaimWatermarkMargin is how far below the database's now() the
 	// watermark always stays (default 10s): a transaction that writes a
@@ -254,6 +255,11 @@ func (c Config) Validate() error {
 		return fail("ReindexMinBytes", "must be positive")
 	case c.RetentionBatch < 1 || c.RetentionBatch > 100_000:
 		return fail("RetentionBatch", "is %d, outside [1, 100000]", c.RetentionBatch)
+	case c.Retention > 0 && c.Retention < c.LockTimeout:
+		// A PUBLISHED mark sent again within its lease (after a failure
+		// that may have committed) would find its row deleted, and the
+		// relay would say another relay had taken it over.
+		return fail("Retention", "(%s) is shorter than LockTimeout (%s): a published row must outlive its lease", c.Retention, c.LockTimeout)
 	}
 	// Periods and bounds that turn into busy loops (and a log line per
 	// turn while the database is down) or calls that can never succeed

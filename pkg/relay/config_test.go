@@ -7,8 +7,8 @@ import (
 	"github.com/pcp/route-processing/pkg/relay/relaytest"
 )
 
-// relaytest writes rows with the relay's default max_attempts, which it
-// states itself because it cannot import this package.
+// relaytest writes rows with the relay's default max_attempts (both take
+// outbox.DefaultMaxAttempts).
 func TestRelaytestWritesTheDefaultMaxAttempts(t *testing.T) {
 	t.Parallel()
 	if got, want := relaytest.DefaultMaxAttempts, (Config{}).WithDefaults().MaxAttempts; got != want {

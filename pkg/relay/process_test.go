@@ -314,6 +314,13 @@ func TestValidateLeaseMargin(t *testing.T) {
 	var fe *FieldError
 	require.ErrorAs(t, Config{PublishTimeout: 30 * time.Second, LockTimeout: 30 * time.Second}.Validate(), &fe)
 	require.Equal(t, "LockTimeout", fe.Field, "the field is named for callers that map it to their source")
+
+	// A PUBLISHED mark may be sent again until its lease ends: its row
+	// must still be there, or the relay reports a lost lease.
+	require.ErrorAs(t, Config{Retention: 30 * time.Second}.Validate(), &fe)
+	require.Equal(t, "Retention", fe.Field)
+	require.NoError(t, Config{Retention: time.Minute}.Validate(), "as long as the default lease")
+	require.NoError(t, Config{Retention: -1}.Validate(), "off")
 }
 
 func TestDefaultPublishTimeoutFollowsTheLease(t *testing.T) {

@@ -36,9 +36,10 @@ import (
 // with an old next_attempt_at, or a row whose PUBLISHED mark a failover
 // lost. For those, every ClaimFullScanInterval W is recomputed from the
 // start of the index (one index scan that stops at the first live entry,
-// no locks), which lowers it to such a row: no row waits longer than that
-// interval beyond its commit, so the margin is a performance setting, not
-// a correctness one. After a database failure the next full rescan comes
+// no locks), which lowers it to such a row: while rescans succeed no row
+// waits longer than that interval beyond its commit (during a hold that
+// makes them run out of their bound, until one succeeds), so the margin is
+// a performance setting, not a correctness one. After a database failure the next full rescan comes
 // right after the first good claim (rescanSoon). Between full rescans W only
 // moves up, recomputed from W itself once per watermarkAdvance (cheap: it
 // reads only the entries above W). Under a held snapshot a bounded claim
