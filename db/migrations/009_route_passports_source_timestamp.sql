@@ -6,7 +6,7 @@
 -- lock) can commit after the partition's new owner wrote a later record of
 -- the same route. Its offset is lower and its timestamp is before the
 -- stored row's write; a recreated topic's records have lower offsets too,
--- but timestamps after it (see writeSQL in pkg/store/passports.go).
+-- but timestamps after it (see writeSQL in pkg/store/passports_write.go).
 alter table route_passports add column source_timestamp timestamptz;
 
 ---- create above / drop below ----
