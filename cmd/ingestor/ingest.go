@@ -114,6 +114,11 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 		}
 	}()
 	passports := store.NewPassports(pool, cfg.OutboxMaxAttempts)
+	passports.KeptOut = func(ctx context.Context, records int64) {
+		logger.WarnContext(ctx, "records not written: their route's row holds a later record of the same topic and partition, written after they were produced "+
+			"(a late write of a partition this ingestor no longer owned; or, after the topic was recreated, records stamped before the old rows were written: README, Consumer group)",
+			"records", records)
+	}
 
 	// ingest.New adds component=ingest itself.
 	in, err := ingest.New(base, cfg.Ingest, consumer, passports,

@@ -7,6 +7,8 @@
 -- the same route. Its offset is lower and its timestamp is before the
 -- stored row's write; a recreated topic's records have lower offsets too,
 -- but timestamps after it (see writeSQL in pkg/store/passports_write.go).
+-- A row last written by a release before this one keeps the timestamp of
+-- an earlier record, or none.
 alter table route_passports add column source_timestamp timestamptz;
 
 ---- create above / drop below ----

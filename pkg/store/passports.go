@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pcp/route-processing/pkg/passport"
@@ -21,6 +22,11 @@ type Passports struct {
 	// argument into a buffer of its own and the reservation would only
 	// allocate the whole write's size for the first argument's text.
 	reserve bool
+	// KeptOut, when set (before the first write), is told after each write
+	// that committed how many of its routes' records it kept out, because
+	// their rows hold a later record of the same partition (writeSQL).
+	// Called only when there were some.
+	KeptOut func(ctx context.Context, records int64)
 }
 
 // NewPassports returns the ingest writer over pool; maxAttempts is stored in
@@ -59,6 +65,7 @@ func (s *Passports) Write(ctx context.Context, accepted []passport.Accepted) err
 	if err != nil {
 		return err
 	}
+	var kept int64
 	err = retryConflicts(ctx, func() error {
 		c, err := s.pool.Acquire(ctx)
 		if err != nil {
@@ -71,16 +78,27 @@ func (s *Passports) Write(ctx context.Context, accepted []passport.Accepted) err
 		b.Queue(writeSQL, lendBuffers(c.Conn().PgConn(), args)...)
 		b.Queue("commit")
 		b.Queue(hintSQL, NotifyChannel)
-		err = sendCommitted(c.SendBatch(ctx, b), b.Len()-1)
+		tags, err := sendCommitted(c.SendBatch(ctx, b), b.Len()-1)
 		if err != nil {
 			rollbackFailed(ctx, c.Conn(), err)
+			return err
 		}
-		return err
+		kept = tags[1].RowsAffected() // writeSQL's rows: the routes it kept out
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("write %d passports: %w", n, err)
 	}
+	s.reportKeptOut(ctx, kept)
 	return nil
+}
+
+// reportKeptOut tells KeptOut, when set, of the records a committed write
+// kept out.
+func (s *Passports) reportKeptOut(ctx context.Context, kept int64) {
+	if kept > 0 && s.KeptOut != nil {
+		s.KeptOut(ctx, kept)
+	}
 }
 
 // beginSQL begins a transaction at read committed, the level the write's
@@ -93,18 +111,21 @@ const beginSQL = "begin isolation level read committed"
 const hintSQL = "select set_config('synchronous_commit', 'off', true), pg_notify($1, '')"
 
 // sendCommitted reads the results of br, whose first committed queries end
-// with a COMMIT, and returns the first error among them. The results after
-// the COMMIT are read and their errors dropped: the write holds. On an
-// error the connection is left in the failed transaction (rollbackFailed).
-func sendCommitted(br pgx.BatchResults, committed int) error {
-	for range committed {
-		if _, err := br.Exec(); err != nil {
+// with a COMMIT, and returns their command tags or the first error among
+// them. The results after the COMMIT are read and their errors dropped: the
+// write holds. On an error the connection is left in the failed
+// transaction (rollbackFailed).
+func sendCommitted(br pgx.BatchResults, committed int) ([]pgconn.CommandTag, error) {
+	tags := make([]pgconn.CommandTag, committed)
+	for i := range committed {
+		var err error
+		if tags[i], err = br.Exec(); err != nil {
 			_ = br.Close() // the same error
-			return err
+			return nil, err
 		}
 	}
 	_ = br.Close()
-	return nil
+	return tags, nil
 }
 
 // rollbackFailed ends the failed transaction that a write's error left on
@@ -168,8 +189,10 @@ type WriteTx interface {
 //
 // accepted are in input order and may name a route more than once: the
 // route's row gets the last record, while the outbox rows get the first
-// one's events, exactly as if the records had been written one
-// transaction each.
+// one's events, as if the records had been written one transaction each
+// (but for a route whose records come from two partitions in one batch
+// against a row that holds a later record of one of them: the batch's last
+// record is the one checked against the row, writeSQL).
 //
 // Rows are sent as arrays and expanded with unnest, in route_id order, so
 // that concurrent writers take row locks in the same order.
@@ -190,8 +213,12 @@ func (s *Passports) BeginWrite(ctx context.Context, accepted []passport.Accepted
 	if err != nil {
 		return nil, err
 	}
+	var kept int64
 	if n > 0 {
-		b.Queue(writeSQL, args...)
+		b.Queue(writeSQL, args...).Exec(func(ct pgconn.CommandTag) error {
+			kept = ct.RowsAffected() // writeSQL's rows: the routes it kept out
+			return nil
+		})
 		b.Queue(notifySQL, NotifyChannel)
 	}
 	br := s.pool.SendBatch(ctx, b)
@@ -200,7 +227,7 @@ func (s *Passports) BeginWrite(ctx context.Context, accepted []passport.Accepted
 		_ = (&passportTx{tx: tx}).Rollback(ctx)
 		return nil, fmt.Errorf("begin and write %d passports: %w", n, err)
 	}
-	return &passportTx{tx: tx}, nil
+	return &passportTx{tx: tx, kept: kept, s: s}, nil
 }
 
 // idleBoundSQL sets idle_in_transaction_session_timeout to $1 milliseconds
@@ -215,6 +242,10 @@ const idleBoundSQL = `select set_config('idle_in_transaction_session_timeout', p
 // passportTx is one ingest transaction.
 type passportTx struct {
 	tx pgx.Tx
+	// kept is how many records its write kept out, reported to s once it
+	// commits.
+	kept int64
+	s    *Passports
 }
 
 // Commit commits the transaction.
@@ -222,6 +253,7 @@ func (t *passportTx) Commit(ctx context.Context) error {
 	if err := t.tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit ingest transaction: %w", err)
 	}
+	t.s.reportKeptOut(ctx, t.kept)
 	return nil
 }
 

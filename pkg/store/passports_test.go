@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,47 +103,58 @@ func TestPassportsWrite(t *testing.T) {
 
 	// A write of a partition's former owner, held up past the revocation,
 	// commits after the new owner wrote the route's next record: the older
-	// record (lower offset of the same partition, produced before the row
-	// was written) does not undo it. A recreated topic's record (a lower
-	// offset produced after the row was written), a record of another
-	// partition and one without a timestamp still replace the row.
+	// record (lower offset of the same topic and partition, produced
+	// before the row was written) does not undo it, and is reported as
+	// kept out. Everything else still replaces the row: a later record
+	// produced before the row was written (a consumer lagging behind), the
+	// same record again (a redelivery), another partition's or another
+	// topic's record, one without a timestamp, and a recreated topic's
+	// (a lower offset produced after the row was written).
 	t.Run("AnOlderRecordOfThePartitionKeepsTheLaterVersion", func(t *testing.T) {
 		t.Parallel()
 		pool := testenv.Pool(t)
 		s := store.NewPassports(pool, 7)
+		var keptOut atomic.Int64
+		s.KeptOut = func(_ context.Context, n int64) { keptOut.Add(n) }
 		for name, write := range bothWrites(ctx, s) {
 			id := uuid.NewString()
-			at := func(rowName string, partition int32, offset int64, ts time.Time) passport.Accepted {
+			at := func(rowName, topic string, partition int32, offset int64, ts time.Time) passport.Accepted {
 				acc := passportRecord(t, id, rowName, "trace", offset)
-				acc.Source.Partition, acc.Source.Timestamp = partition, ts
+				acc.Source.Topic, acc.Source.Partition, acc.Source.Timestamp = topic, partition, ts
 				return acc
 			}
-			row := func() (string, int64) {
+			wins := func(rowName string, offset int64, why string) {
+				t.Helper()
 				var n string
 				var off int64
 				require.NoError(t, pool.QueryRow(ctx, "select route_name_full, source_offset from route_passports where route_id = $1", id).Scan(&n, &off))
-				return n, off
+				require.Equal(t, rowName, n, "%s: %s", name, why)
+				require.Equal(t, offset, off, "%s: %s", name, why)
 			}
-			produced := time.Now().Add(-30 * time.Second)
-			require.NoError(t, write(at("v2", 0, 11, produced.Add(time.Second))), name)
-			require.NoError(t, write(at("v1", 0, 10, produced)), name)
-			n, off := row()
-			require.Equal(t, "v2", n, "%s: the older record of the partition, late, keeps the later version", name)
-			require.EqualValues(t, 11, off, name)
+			produced := time.Now().Add(-30 * time.Second) // every record below but the last was produced before any write
+			keptOut.Store(0)
 
-			require.NoError(t, write(at("other partition", 1, 3, produced)), name)
-			n, _ = row()
-			require.Equal(t, "other partition", n, "%s: offsets of another partition are not compared", name)
-			require.NoError(t, write(at("v3", 1, 5, time.Time{})), name)
-			require.NoError(t, write(at("untimed", 1, 4, time.Time{})), name)
-			n, _ = row()
-			require.Equal(t, "untimed", n, "%s: a record without a timestamp replaces the row", name)
+			require.NoError(t, write(at("v1", "in", 0, 10, produced)), name)
+			require.NoError(t, write(at("v2", "in", 0, 11, produced.Add(time.Second))), name)
+			wins("v2", 11, "a later record produced before the row was written replaces it (a lagging consumer)")
+			require.NoError(t, write(at("v1", "in", 0, 10, produced)), name)
+			wins("v2", 11, "the older record of the partition, late, keeps the later version")
+			require.EqualValues(t, 1, keptOut.Load(), "%s: the kept-out record is reported", name)
+			require.NoError(t, write(at("v2 again", "in", 0, 11, produced.Add(time.Second))), name)
+			wins("v2 again", 11, "the same record again (a redelivery) replaces the row")
+
+			require.NoError(t, write(at("other partition", "in", 1, 3, produced)), name)
+			wins("other partition", 3, "offsets of another partition are not compared")
+			require.NoError(t, write(at("other topic", "mirror", 1, 2, produced)), name)
+			wins("other topic", 2, "offsets of another topic are not compared")
+			require.NoError(t, write(at("v3", "mirror", 1, 5, time.Time{})), name)
+			require.NoError(t, write(at("untimed", "mirror", 1, 4, time.Time{})), name)
+			wins("untimed", 4, "a record without a timestamp replaces the row")
 
 			time.Sleep(10 * time.Millisecond) // a new topic's records come after the row's write
-			require.NoError(t, write(at("recreated topic", 1, 0, time.Now())), name)
-			n, off = row()
-			require.Equal(t, "recreated topic", n, "%s: a lower offset produced after the row was written replaces it", name)
-			require.EqualValues(t, 0, off, name)
+			require.NoError(t, write(at("recreated topic", "mirror", 1, 0, time.Now())), name)
+			wins("recreated topic", 0, "a lower offset produced after the row was written replaces it")
+			require.EqualValues(t, 1, keptOut.Load(), "%s: nothing else was kept out", name)
 
 			var events int
 			require.NoError(t, pool.QueryRow(ctx, "select count(*) from route_passport_outbox where route_id = $1", id).Scan(&events))

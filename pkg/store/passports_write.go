@@ -77,7 +77,9 @@ func (s *Passports) writeArgs(accepted []passport.Accepted) ([]any, int, error) 
 // is recreated; the new topic's records, produced after the old row was
 // written, do replace it. A record without a timestamp replaces the row as
 // before. The passport then counts as written: the later version stays,
-// as if the records had committed in their order.
+// as if the records had committed in their order; the statement's rows are
+// the routes it kept out so (the caller counts them, and its command tag
+// does).
 const writeSQL = `
 with up as (
 insert into route_passports (
@@ -126,7 +128,8 @@ on conflict (route_id) do update set
     source_timestamp = excluded.source_timestamp,
     updated_at = statement_timestamp()
 where ` + KeepLaterRecordSQL + `
-returning route_id, xmax = 0 as inserted)
+returning route_id, xmax = 0 as inserted),
+events as (
 insert into route_passport_outbox (
     id, route_id, event_type, topic, message_key, payload, headers,
     status, attempts, max_attempts, next_attempt_at)
@@ -136,7 +139,9 @@ from unnest($28::uuid[], $29::uuid[], $30::text[], $31::text[], $32::text[], $33
     as t(id, route_id, event_type, topic, message_key, payload, headers)
 join up on up.route_id = t.route_id and up.inserted
 order by t.route_id, t.event_type
-on conflict (route_id, event_type) do nothing`
+on conflict (route_id, event_type) do nothing)
+select w.route_id from unnest($1::uuid[]) as w(route_id)
+where not exists (select 1 from up where up.route_id = w.route_id)`
 
 // KeepLaterRecordSQL is the condition on which the passports' upsert
 // (ON CONFLICT DO UPDATE … WHERE) replaces a route's row: not with an
