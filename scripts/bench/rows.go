@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	svcconfig "github.com/pcp/route-processing/pkg/config"
 	"github.com/pcp/route-processing/pkg/passport"
@@ -15,6 +16,10 @@ import (
 // that what they write and publish is what the service would, and the CPU
 // they spend on it is the service's too.
 
+// inputEpochMillis is the timestamp of the ceilings' first input record
+// (2026-06-01 UTC).
+const inputEpochMillis = 1_780_272_000_000
+
 // acceptRecord parses input i of the run (on a 3-partition topic) and
 // accepts it as the ingestor does.
 func acceptRecord(i int, in passportgen.Record, ev passport.EventConfig) (passport.Accepted, error) {
@@ -22,7 +27,11 @@ func acceptRecord(i int, in passportgen.Record, ev passport.EventConfig) (passpo
 	if err != nil {
 		return passport.Accepted{}, fmt.Errorf("parse passport %d: %w", i, err)
 	}
-	src := record.Record{Topic: topicInput, Partition: int32(i % 3), Offset: int64(i / 3), Key: in.Key, Value: in.Value}
+	// Stamped, as a producer stamps its records (the ingestor stores the
+	// timestamp with the row), by the input's index, so that the same
+	// input is the same row whichever writer writes it.
+	src := record.Record{Topic: topicInput, Partition: int32(i % 3), Offset: int64(i / 3), Key: in.Key, Value: in.Value,
+		Timestamp: time.UnixMilli(inputEpochMillis + int64(i)), TimestampType: record.TimestampCreateTime}
 	return passport.Accept(p, src, ev), nil
 }
 
