@@ -114,10 +114,13 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 		}
 	}()
 	passports := store.NewPassports(pool, cfg.OutboxMaxAttempts)
-	passports.KeptOut = func(ctx context.Context, records int64) {
-		logger.WarnContext(ctx, "records not written: their route's row holds a later record of the same topic and partition, written after they were produced "+
-			"(a late write of a partition this ingestor no longer owned; or, after the topic was recreated, records stamped before the old rows were written: README, Consumer group)",
-			"records", records)
+	// Info, not a warning: most often a redelivery (after a crash, a lost
+	// membership, a replay from older offsets) of records already
+	// superseded, which is as it should be.
+	passports.KeptOut = func(ctx context.Context, routes int64) {
+		logger.InfoContext(ctx, "routes not written: their rows already hold a later record of the same topic and partition, written after these were produced "+
+			"(a redelivery or replay of records since superseded, or a late write of a partition this ingestor no longer owns; after the topic was recreated, see README, Consumer group)",
+			"routes", routes)
 	}
 
 	// ingest.New adds component=ingest itself.

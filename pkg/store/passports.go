@@ -23,10 +23,10 @@ type Passports struct {
 	// allocate the whole write's size for the first argument's text.
 	reserve bool
 	// KeptOut, when set (before the first write), is told after each write
-	// that committed how many of its routes' records it kept out, because
-	// their rows hold a later record of the same partition (writeSQL).
-	// Called only when there were some.
-	KeptOut func(ctx context.Context, records int64)
+	// that committed how many of its routes it kept out, because their
+	// rows hold a later record of the same partition (writeSQL). Called
+	// only when there were some.
+	KeptOut func(ctx context.Context, routes int64)
 }
 
 // NewPassports returns the ingest writer over pool; maxAttempts is stored in
@@ -93,7 +93,7 @@ func (s *Passports) Write(ctx context.Context, accepted []passport.Accepted) err
 	return nil
 }
 
-// reportKeptOut tells KeptOut, when set, of the records a committed write
+// reportKeptOut tells KeptOut, when set, of the routes a committed write
 // kept out.
 func (s *Passports) reportKeptOut(ctx context.Context, kept int64) {
 	if kept > 0 && s.KeptOut != nil {
@@ -242,7 +242,7 @@ const idleBoundSQL = `select set_config('idle_in_transaction_session_timeout', p
 // passportTx is one ingest transaction.
 type passportTx struct {
 	tx pgx.Tx
-	// kept is how many records its write kept out, reported to s once it
+	// kept is how many routes its write kept out, reported to s once it
 	// commits.
 	kept int64
 	s    *Passports
