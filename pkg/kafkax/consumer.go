@@ -51,6 +51,9 @@ type Consumer struct {
 	errs repeats
 	// health reads librdkafka's statistics (LinkProblem).
 	health *linkHealth
+	// rebalanceErr is an assignment change the rebalance callback could
+	// not make; the callback runs inside Poll, which returns it.
+	rebalanceErr error
 
 	// A paused partition gets no fetch responses, so librdkafka's cached
 	// high watermark stops moving (a backlog built during an outage would
@@ -156,46 +159,66 @@ func (c *Consumer) LinkProblem() string { return c.health.problem() }
 // assignment (so the callee may pause them), revoked before they leave it
 // (so the callee may still commit their offsets; lost is true when the
 // membership was lost, e.g. a session timeout, and committing would fail or
-// overwrite a new owner's progress). Either may be nil.
+// overwrite a new owner's progress). Either may be nil. A change of the
+// assignment that librdkafka refuses makes Poll fail (rebalance).
 func (c *Consumer) Subscribe(assigned func(partitions []int32), revoked func(partitions []int32, lost bool)) error {
 	cb := func(kc *kafka.Consumer, ev kafka.Event) error {
-		cooperative := kc.GetRebalanceProtocol() == "COOPERATIVE"
-		switch e := ev.(type) {
-		case kafka.AssignedPartitions:
-			var err error
-			if cooperative {
-				err = kc.IncrementalAssign(e.Partitions)
-			} else {
-				err = kc.Assign(e.Partitions)
-			}
-			if err != nil {
-				c.logger.Error("kafka: assign failed", "topic", c.topic, "err", err)
-				return err
-			}
-			if assigned != nil {
-				assigned(partitionsOf(e.Partitions))
-			}
-		case kafka.RevokedPartitions:
-			if revoked != nil {
-				revoked(partitionsOf(e.Partitions), kc.AssignmentLost())
-			}
-			var err error
-			if cooperative {
-				err = kc.IncrementalUnassign(e.Partitions)
-			} else {
-				err = kc.Unassign()
-			}
-			if err != nil {
-				c.logger.Error("kafka: unassign failed", "topic", c.topic, "err", err)
-				return err
-			}
-		}
+		c.rebalance(kc, ev, assigned, revoked)
 		return nil
 	}
 	if err := c.c.SubscribeTopics([]string{c.topic}, cb); err != nil {
 		return fmt.Errorf("subscribe to %s: %w", c.topic, err)
 	}
 	return nil
+}
+
+// rebalance applies the group's change to the assignment and tells the
+// callee. A change librdkafka refuses is not retried: confluent-kafka-go
+// ignores the callback's error and does not make the change itself once
+// the callback has tried, so partitions the group handed to this member
+// would go unconsumed until the next rebalance (reproduced: a partition
+// already in the assignment fails the whole IncrementalAssign), or ones it
+// took away stay fetched. The error is kept for Poll, which returns it as
+// fatal: the process stops, and its restart lets the group hand the
+// partitions out again.
+func (c *Consumer) rebalance(kc *kafka.Consumer, ev kafka.Event, assigned func([]int32), revoked func([]int32, bool)) {
+	cooperative := kc.GetRebalanceProtocol() == "COOPERATIVE"
+	switch e := ev.(type) {
+	case kafka.AssignedPartitions:
+		var err error
+		if cooperative {
+			err = kc.IncrementalAssign(e.Partitions)
+		} else {
+			err = kc.Assign(e.Partitions)
+		}
+		if err != nil {
+			c.rebalanceFailed("assign", e.Partitions, err)
+			return
+		}
+		if assigned != nil {
+			assigned(partitionsOf(e.Partitions))
+		}
+	case kafka.RevokedPartitions:
+		if revoked != nil {
+			revoked(partitionsOf(e.Partitions), kc.AssignmentLost())
+		}
+		var err error
+		if cooperative {
+			err = kc.IncrementalUnassign(e.Partitions)
+		} else {
+			err = kc.Unassign()
+		}
+		if err != nil {
+			c.rebalanceFailed("unassign", e.Partitions, err)
+		}
+	}
+}
+
+// rebalanceFailed keeps the first failed change of the assignment for Poll.
+func (c *Consumer) rebalanceFailed(op string, tps []kafka.TopicPartition, err error) {
+	if c.rebalanceErr == nil {
+		c.rebalanceErr = fmt.Errorf("kafka consumer: %s partitions %v of %s in a rebalance: %w", op, partitionsOf(tps), c.topic, err)
+	}
 }
 
 func partitionsOf(tps []kafka.TopicPartition) []int32 {
@@ -220,8 +243,17 @@ func (c *Consumer) tps(partitions []int32, offsets map[int32]int64) []kafka.Topi
 // Poll waits up to timeout for a record. It returns (nil, nil) when none
 // arrived. Client errors that librdkafka recovers from by itself (a broker
 // down, a transport error) are logged and not returned; a returned error is
-// fatal for the consumer.
+// fatal for the consumer, as is a change of the assignment that failed in a
+// rebalance the call ran.
 func (c *Consumer) Poll(timeout time.Duration) (*record.Record, error) {
+	rec, err := c.poll(timeout)
+	if c.rebalanceErr != nil {
+		return nil, c.rebalanceErr
+	}
+	return rec, err
+}
+
+func (c *Consumer) poll(timeout time.Duration) (*record.Record, error) {
 	ev := c.c.Poll(int(timeout.Milliseconds()))
 	// A statistics event is no answer to the caller, who takes an empty
 	// return for "caught up": poll on for the rest of the timeout.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/testenv"
@@ -136,4 +137,39 @@ func TestCommittedAsksTheCoordinator(t *testing.T) {
 	got, err = c.Committed([]int32{0, 1}, 5*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, map[int32]int64{1: 7}, got)
+}
+
+// TestAFailedAssignmentFailsPoll: librdkafka refuses the group's whole
+// assignment when one of its partitions is already assigned, and
+// confluent-kafka-go does not make the change itself once the callback
+// has tried: the member would own partitions it never consumes until the
+// next rebalance. Poll must fail instead (the process restarts), naming
+// what failed, and the callee must not be told of partitions it does not
+// get.
+func TestAFailedAssignmentFailsPoll(t *testing.T) {
+	t.Parallel()
+	bootstrap := testenv.KafkaBootstrap(t)
+	topic := testenv.Topic(t, "assign-fails", 2)
+	c, err := NewConsumer(slog.New(slog.NewTextHandler(io.Discard, nil)), ConsumerConfig{
+		ClientConfig: ClientConfig{BootstrapServers: bootstrap, ClientID: "assign-fails"},
+		GroupID:      "assign-fails-" + topic, Topic: topic,
+	})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c.Close()) }()
+	var told [][]int32
+	require.NoError(t, c.Subscribe(func(p []int32) { told = append(told, p) }, nil))
+	// Partition 0 in the assignment before the group hands it out: the
+	// state librdkafka refuses to add to.
+	require.NoError(t, c.c.IncrementalAssign([]kafka.TopicPartition{{Topic: &topic, Partition: 0}}))
+
+	var pollErr error
+	require.Eventually(t, func() bool {
+		_, pollErr = c.Poll(100 * time.Millisecond)
+		return pollErr != nil
+	}, 30*time.Second, time.Millisecond, "Poll went on after the group's assignment failed")
+	require.ErrorContains(t, pollErr, "assign partitions [0 1] of "+topic)
+	require.ErrorContains(t, pollErr, "already part of the current assignment")
+	require.Empty(t, told, "the callee was told of partitions the consumer does not fetch")
+	_, err = c.Poll(10 * time.Millisecond)
+	require.ErrorIs(t, err, pollErr, "the failure is fatal: every later Poll returns it")
 }
