@@ -53,6 +53,9 @@ type fakeConsumer struct {
 	// progress.
 	probeTakes atomic.Int64
 	probing    atomic.Int32
+	// pollErr, when set, is what every Poll returns (a fatal error of the
+	// client, or a change of the assignment it refused in a rebalance).
+	pollErr atomic.Pointer[error]
 }
 
 func newFakeConsumer(partitions ...int32) *fakeConsumer {
@@ -155,6 +158,9 @@ func (c *fakeConsumer) Probe(ctx context.Context, _ time.Duration) error {
 func (c *fakeConsumer) Poll(timeout time.Duration) (*record.Record, error) {
 	if timeout > 0 {
 		c.blockingPolls.Add(1)
+	}
+	if err := c.pollErr.Load(); err != nil {
+		return nil, *err
 	}
 	c.mu.Lock()
 	if len(c.events) > 0 {
@@ -1289,4 +1295,45 @@ func TestFakeBatchMaxWaitCountsFromFetch(t *testing.T) {
 	require.Eventually(t, func() bool { return s.routes() == 7 }, 10*time.Second, time.Millisecond)
 	took := time.Since(released)
 	require.Less(t, took, maxWait/2, "the record left behind had waited its BatchMaxWait already; it went %s after the slots freed", took)
+}
+
+// A Poll that fails (fatal for the client) stops Run with its error, but
+// only after the batches in flight have been written and their offsets
+// committed: nothing written is redelivered for want of a commit.
+func TestFakeAFailedPollFinishesWhatIsInFlight(t *testing.T) {
+	t.Parallel()
+	c := newFakeConsumer(0)
+	s := newFakeStore()
+	writing, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var started atomic.Int32 // records of the writes begun
+	s.setFail(func(recs []passport.Accepted) error {
+		started.Add(int32(len(recs)))
+		once.Do(func() { close(writing) })
+		<-release
+		return nil
+	})
+	r := startFake(t, c, s, &fakeDLQ{})
+	c.add(0, values(t, 3)...)
+	select {
+	case <-writing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no write started")
+	}
+	fatal := errors.New("kafka consumer: assign partitions [1] of in in a rebalance: refused (fake)")
+	c.pollErr.Store(&fatal)
+	time.Sleep(50 * time.Millisecond) // polls fail while the write waits
+	close(release)
+	select {
+	case err := <-r.done:
+		r.done <- err // for the cleanup
+		require.ErrorIs(t, err, fatal)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run went on after Poll failed")
+	}
+	s.mu.Lock()
+	written := len(s.written)
+	s.mu.Unlock()
+	require.EqualValues(t, started.Load(), written, "a write in flight was not finished")
+	require.EqualValues(t, written, c.committedAt(0), "the finished writes' offsets were not committed")
 }
