@@ -90,11 +90,25 @@ func (pr *Producer) produceBatch(ctx context.Context, msgs []record.Record) []er
 			return fillWaiting(errs, waiting, fmt.Errorf("no delivery report within %s: %w", pr.cfg.DeliveryTimeout, errTimeout))
 		}
 	}
+	delivered := false
 	for _, e := range errs {
-		if isFatal(e) {
-			pr.reset(c, e)
-			break
+		delivered = delivered || e == nil
+	}
+	if delivered {
+		c.delivered.Store(true)
+	}
+	// The records of the request that made the client fatal carry the
+	// broker's code (OUT_OF_ORDER_SEQUENCE_NUMBER, say) without the fatal
+	// flag, and the rest ERR__PURGE_QUEUE: none was refused for what it
+	// is, so each failed record gets the client's fatal error (not
+	// attempted) and the client is replaced.
+	if ferr := p.GetFatalError(); ferr != nil {
+		for i, e := range errs {
+			if e != nil && !isFatal(e) {
+				errs[i] = fmt.Errorf("%w (this record: %v)", ferr, e)
+			}
 		}
+		pr.reset(c, ferr)
 	}
 	return errs
 }

@@ -2,11 +2,16 @@ package kafkax
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/pcp/route-processing/pkg/backoff"
+	"github.com/pcp/route-processing/pkg/record"
 )
 
 // ProducerConfig configures an idempotent producer.
@@ -24,6 +29,16 @@ type ProducerConfig struct {
 // safe for concurrent use. After a fatal error (the idempotence guarantee
 // broken) the underlying client is replaced on the next call; the old one is
 // closed once the last call using it has returned, never under a call.
+//
+// Some fatal errors outlive the client: librdkafka also raises one when the
+// cluster refuses the producer id (no IdempotentWrite permission, a feature
+// the brokers lack), and every new client meets it again before it
+// delivers anything. So when a client that replaced a fatal one hits a
+// fatal error without having delivered, the next client waits
+// (fatalBackoff, doubling per client), and calls meanwhile fail with a
+// *FatalWaitError, which wraps record.ErrUnavailable: the relay stops
+// claiming and shows the cause in readiness instead of building a client,
+// and giving a batch back, per claim.
 type Producer struct {
 	logger *slog.Logger
 	cfg    ProducerConfig
@@ -33,7 +48,37 @@ type Producer struct {
 	closed bool
 	// stopLogs ends each client's log bridge once that client is closed.
 	stopLogs map[*kafka.Producer]func()
+	// After fatal errors: the last one's text, no new client before
+	// nextClient, and the wait of the next client that fails the same way.
+	fatalCause string
+	nextClient time.Time
+	fatalWait  *backoff.Backoff
 }
+
+// fatalBackoffMin and fatalBackoffMax bound the wait for a new client
+// after clients in a row hit a fatal error without delivering anything.
+const (
+	fatalBackoffMin = time.Second
+	fatalBackoffMax = 30 * time.Second
+)
+
+// FatalWaitError is a call made while the producer waits before building a
+// new client, its last ones having hit fatal errors before delivering
+// anything. It wraps record.ErrUnavailable: nothing was sent, and the
+// cause is the cluster's or the deployment's, not a record's.
+type FatalWaitError struct {
+	// Cause is the last fatal error's text.
+	Cause string
+	// Left is how long until the next client is built.
+	Left time.Duration
+}
+
+func (e *FatalWaitError) Error() string {
+	return fmt.Sprintf("kafka producer: new clients keep hitting a fatal error before delivering anything (%s); the next is built in %s",
+		e.Cause, e.Left.Round(time.Millisecond))
+}
+
+func (e *FatalWaitError) Unwrap() error { return record.ErrUnavailable }
 
 // LinkProblem says what the producer has lacked for 10 s while a broker
 // still answers its probes: the leader of a partition it has produced to
@@ -54,6 +99,11 @@ type client struct {
 	// counters start at zero, and a retired one's still come while it
 	// drains.
 	health *linkHealth
+
+	// replaced is set on a client built after a fatal error; delivered
+	// once a record it sent was acknowledged (dropLocked).
+	replaced  bool
+	delivered atomic.Bool
 
 	mu      sync.Mutex
 	refs    int
@@ -136,7 +186,8 @@ func NewProducer(logger *slog.Logger, cfg ProducerConfig) (*Producer, error) {
 	if cfg.DeliveryTimeout <= 0 {
 		cfg.DeliveryTimeout = 30 * time.Second
 	}
-	pr := &Producer{logger: logger, cfg: cfg, stopLogs: map[*kafka.Producer]func(){}}
+	pr := &Producer{logger: logger, cfg: cfg, stopLogs: map[*kafka.Producer]func(){},
+		fatalWait: backoff.New(fatalBackoffMin, fatalBackoffMax)}
 	c, err := pr.newClient()
 	if err != nil {
 		return nil, err
@@ -232,11 +283,15 @@ func (pr *Producer) client() (*client, error) {
 	if pr.p != nil {
 		pr.dropLocked(pr.p.p.GetFatalError())
 	}
+	if left := time.Until(pr.nextClient); left > 0 {
+		return nil, &FatalWaitError{Cause: pr.fatalCause, Left: left}
+	}
 	nc, err := pr.newClient()
 	if err != nil {
 		pr.p = nil
 		return nil, err
 	}
+	nc.replaced = pr.fatalCause != ""
 	pr.p = nc
 	pr.p.acquire()
 	return pr.p, nil
@@ -255,10 +310,21 @@ func (pr *Producer) reset(c *client, cause error) {
 
 // dropLocked retires the current client after a fatal error (cause); it
 // is closed once the calls still using it have returned, and the next call
-// builds a new one. pr.mu must be held.
+// builds a new one: at once, unless the client replaced a fatal one and
+// delivered nothing (see Producer). pr.mu must be held.
 func (pr *Producer) dropLocked(cause error) {
-	pr.logger.Error("kafka: producer hit a fatal error; recreating it", "err", cause)
 	old := pr.p
+	pr.fatalCause = fmt.Sprint(cause)
+	if !old.replaced || old.delivered.Load() {
+		pr.fatalWait.Reset()
+		pr.nextClient = time.Time{}
+		pr.logger.Error("kafka: producer hit a fatal error; recreating it", "err", cause)
+	} else {
+		wait := pr.fatalWait.Next()
+		pr.nextClient = time.Now().Add(wait)
+		pr.logger.Error("kafka: producer hit a fatal error again before delivering anything; recreating it after a wait (the cause outlives clients: the cluster may refuse this client's producer id, e.g. for want of the IdempotentWrite permission)",
+			"err", cause, "wait", wait.Round(time.Millisecond))
+	}
 	pr.p = nil
 	old.retire()
 	go pr.closeClient(old)
