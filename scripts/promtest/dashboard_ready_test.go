@@ -37,8 +37,8 @@ var readySteps = []struct {
 // TestDashboardReadyPodsPromtool evaluates the "ready" and "pods" queries of
 // the panels that count ready pods, read from the shipped dashboard, with
 // `promtool test rules` over two pods of the release's namespace (each
-// reporting the gauge once per dependency) and one fully ready pod of another
-// namespace: the panel shows pods, not series, so postgres down on both pods
+// reporting the gauge once per dependency), one fully ready pod of another
+// namespace and one of another release in the same namespace: the panel shows pods, not series, so postgres down on both pods
 // is "0 ready / 2 pods". promtool is required (Debian package prometheus):
 // never a silent skip.
 func TestDashboardReadyPodsPromtool(t *testing.T) {
@@ -60,9 +60,9 @@ func TestDashboardReadyPodsPromtool(t *testing.T) {
 			}
 
 			var series []map[string]string
-			add := func(ns, pod, component, values string) {
+			add := func(ns, job, pod, component, values string) {
 				series = append(series, map[string]string{
-					"series": fmt.Sprintf("%s{namespace=%q, job=%q, pod=%q, component=%q}", p.metric, ns, p.job, pod, component),
+					"series": fmt.Sprintf("%s{namespace=%q, job=%q, pod=%q, component=%q}", p.metric, ns, job, pod, component),
 					"values": values,
 				})
 			}
@@ -71,9 +71,10 @@ func TestDashboardReadyPodsPromtool(t *testing.T) {
 				if c == "postgres" { // minutes 5-9 down on both, then back on -a
 					a, b = "1x4 0x4 1x5", "1x4 0x4 0x5"
 				}
-				add(namespace, p.job+"-a", c, a)
-				add(namespace, p.job+"-b", c, b)
-				add("other", p.job+"-x", c, "1x14") // another namespace's pod is not ours
+				add(namespace, p.job, p.job+"-a", c, a)
+				add(namespace, p.job, p.job+"-b", c, b)
+				add("other", p.job, p.job+"-x", c, "1x14")                         // another namespace's pod is not ours
+				add(namespace, "staging-"+p.job, "staging-"+p.job+"-y", c, "1x14") // nor another release's in ours
 			}
 			var exprTests []map[string]any
 			var want []string

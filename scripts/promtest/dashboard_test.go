@@ -20,8 +20,9 @@ type panelQuery struct {
 
 // dashboardQueries returns every query of the dashboard (rows' collapsed
 // panels included) with Grafana's variables replaced as Grafana would with
-// this test's scrape interval, and the namespace variable's own query.
-func dashboardQueries(t *testing.T, ns string) (queries []panelQuery, namespaceVar string) {
+// this test's scrape interval, and the template variables' own queries by
+// name.
+func dashboardQueries(t *testing.T, ns string) (queries []panelQuery, vars map[string]string) {
 	t.Helper()
 	raw, err := os.ReadFile(dashboardPath)
 	if err != nil {
@@ -62,12 +63,11 @@ func dashboardQueries(t *testing.T, ns string) (queries []panelQuery, namespaceV
 		}
 	}
 	walk(dash.Panels)
+	vars = map[string]string{}
 	for _, v := range dash.Templating.List {
-		if v.Name == "namespace" {
-			namespaceVar = v.Definition
-		}
+		vars[v.Name] = v.Definition
 	}
-	return queries, namespaceVar
+	return queries, vars
 }
 
 var leftover = regexp.MustCompile(`\$\{?\w+`)
@@ -76,7 +76,8 @@ var leftover = regexp.MustCompile(`\$\{?\w+`)
 // Grafana's max(4 × scrape interval, $__interval): 4s with this test's 1s
 // scrapes (with the chart's 30s it is 2m), so a rate always spans at least
 // four samples; $__interval is the step (1s); $namespace is the release
-// namespace. A variable left over is a query this test cannot run as
+// namespace, $ingestor and $relay the release's jobs (another release may
+// share the namespace). A variable left over is a query this test cannot run as
 // Grafana would, hence an error.
 func substitute(t *testing.T, expr, ns string) string {
 	t.Helper()
@@ -85,6 +86,8 @@ func substitute(t *testing.T, expr, ns string) string {
 		"$__interval", "1s", "${__interval}", "1s",
 		"$__range", "5m", "${__range}", "5m",
 		"$namespace", ns, "${namespace}", ns,
+		"$ingestor", ingestorJob, "${ingestor}", ingestorJob,
+		"$relay", relayJob, "${relay}", relayJob,
 	)
 	out := r.Replace(expr)
 	if m := leftover.FindString(out); m != "" {

@@ -265,7 +265,7 @@ func TestPrometheusSeesTheService(t *testing.T) {
 	if err := prom.api("/api/v1/label/__name__/values", nil, &names); err != nil {
 		t.Fatalf("promtest: %v", err)
 	}
-	queries, nsVar := dashboardQueries(t, sc.Namespace)
+	queries, vars := dashboardQueries(t, sc.Namespace)
 	var texts []string
 	for _, r := range rules {
 		texts = append(texts, "rule "+r.Name+": "+r.Query)
@@ -279,11 +279,28 @@ func TestPrometheusSeesTheService(t *testing.T) {
 	}
 
 	// Every dashboard query, over the whole run.
-	if !strings.Contains(nsVar, "route_passport_ingest_ready") {
-		t.Errorf("promtest: the namespace variable's query changed (%q): update this test", nsVar)
-	}
-	if res, err := prom.query(`group by (namespace) (route_passport_ingest_ready{namespace="` + sc.Namespace + `"})`); err != nil || len(res) != 1 {
-		t.Errorf("promtest: the $namespace variable (label_values(route_passport_ingest_ready, namespace)) would not offer %s: %s", sc.Namespace, describe(res, err))
+	// The template variables offer this release's namespace and jobs:
+	// each variable's label_values query, run as the group it lists.
+	for _, v := range []struct{ name, definition, group, want string }{
+		{"namespace", `label_values(route_passport_ingest_ready, namespace)`,
+			`group by (namespace) (route_passport_ingest_ready{namespace="` + sc.Namespace + `"})`, sc.Namespace},
+		{"ingestor", `label_values(route_passport_ingest_ready{namespace="$namespace"}, job)`,
+			`group by (job) (route_passport_ingest_ready{namespace="` + sc.Namespace + `"})`, ingestorJob},
+		{"relay", `label_values(route_passport_outbox_relay_ready{namespace="$namespace"}, job)`,
+			`group by (job) (route_passport_outbox_relay_ready{namespace="` + sc.Namespace + `"})`, relayJob},
+	} {
+		if vars[v.name] != v.definition {
+			t.Errorf("promtest: the $%s variable's query changed (%q, this test runs %q): update this test", v.name, vars[v.name], v.definition)
+			continue
+		}
+		res, err := prom.query(v.group)
+		offered := err == nil && len(res) == 1
+		for _, s := range res {
+			offered = offered && (s.Metric["namespace"] == v.want || s.Metric["job"] == v.want)
+		}
+		if !offered {
+			t.Errorf("promtest: the $%s variable (%s) would not offer %s alone: %s", v.name, v.definition, v.want, describe(res, err))
+		}
 	}
 	var empty []string
 	for _, q := range queries {
