@@ -254,10 +254,11 @@ func (c *Consumer) Poll(timeout time.Duration) (*record.Record, error) {
 }
 
 func (c *Consumer) poll(timeout time.Duration) (*record.Record, error) {
+	deadline := time.Now().Add(timeout)
 	ev := c.c.Poll(int(timeout.Milliseconds()))
 	// A statistics event is no answer to the caller, who takes an empty
 	// return for "caught up": poll on for the rest of the timeout.
-	for deadline := time.Now().Add(timeout); ; {
+	for {
 		st, ok := ev.(*kafka.Stats)
 		if !ok {
 			break
