@@ -16,8 +16,9 @@ import (
 
 // The candidates are locked in the order of the pending index; the window
 // keeps the prefix whose payloads fit the byte budget (always at least the
-// first row), and only the kept rows are leased. Candidates not kept are
-// unlocked at the end of the statement, untouched. pg_column_size reads the
+// first row), and only the kept rows are leased. Candidates not kept stay
+// untouched, their row locks held to the end of the transaction (the
+// statement's own, or leaseTx's one round trip later). pg_column_size reads the
 // varlena header only (it does not detoast), so the normal claim costs what
 // it did.
 const claimSQL = `
@@ -224,7 +225,7 @@ func mayHaveRun(err error) bool {
 		return false
 	}
 	var pgErr *pgconn.PgError
-	return !errors.As(err, &pgErr) || pgErr.Severity == "FATAL" || pgErr.Severity == "PANIC"
+	return !errors.As(err, &pgErr) || isFatal(pgErr)
 }
 
 // giveBack runs releaseTokensSQL on a context that outlives a cancelled

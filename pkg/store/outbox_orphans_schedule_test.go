@@ -81,7 +81,16 @@ func TestMayHaveRun(t *testing.T) {
 		{"ended by the server", &pgconn.PgError{Severity: "ERROR", Code: "55P03"}, false},
 		{"cancelled on the server", fmt.Errorf("claim: %w", &pgconn.PgError{Severity: "ERROR", Code: "57014"}), false},
 		{"backend terminated, perhaps after the commit", &pgconn.PgError{Severity: "FATAL", Code: "57P01"}, true},
+		// A server with lc_messages=ru_RU translates the severity; only
+		// the unlocalized one (PostgreSQL 9.6+) tells.
+		{"backend terminated, the severity in Russian", &pgconn.PgError{Severity: "ВАЖНО", SeverityUnlocalized: "FATAL", Code: "57P01"}, true},
+		{"ended by the server, the severity in Russian", &pgconn.PgError{Severity: "ОШИБКА", SeverityUnlocalized: "ERROR", Code: "55P03"}, false},
 	} {
 		require.Equal(t, tc.want, mayHaveRun(tc.err), tc.name)
+		if pgErr, ok := tc.err.(*pgconn.PgError); ok {
+			// The connection is closed after exactly the errors that
+			// ended the session (pgconn's OnPgError).
+			require.Equal(t, tc.want, !closeOnFatal(nil, pgErr), "closeOnFatal: %s", tc.name)
+		}
 	}
 }

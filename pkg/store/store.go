@@ -8,6 +8,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,10 +45,13 @@ const DefaultConnectTimeout = 10 * time.Second
 //     of its own. It must exceed a normal round trip under load by far:
 //     it never cuts a slow query (the server acknowledges the bytes at once
 //     and the connection is idle, not unacknowledged, while it runs).
-//   - HealthCheckPeriod: the pool checks idle connections this often and
-//     drops the broken ones, so a failover leaves no dead connection to hand
-//     out (each is pinged before use after being idle one second as well:
-//     pgxpool's default).
+//   - HealthCheckPeriod: how often the pool closes the idle connections
+//     past their lifetime or idle time; it sends nothing, so it finds no
+//     dead connection. A connection idle over a second is pinged before it
+//     is handed out (pgxpool's default), and one whose backend is gone
+//     (a failover, a terminated session) within that second fails its
+//     first call, which reads as the database being unavailable: the
+//     caller's retry gets another connection.
 const (
 	TCPKeepAlive      = 5 * time.Second
 	TCPUserTimeout    = 10 * time.Second
@@ -136,6 +140,24 @@ func configureConn(cfg *pgx.ConnConfig) {
 		Control:         setUserTimeout(TCPUserTimeout),
 	}
 	cfg.DialFunc = d.DialContext
+	cfg.OnPgError = closeOnFatal
+}
+
+// closeOnFatal is pgconn's OnPgError: the connection is closed after a
+// FATAL or PANIC error (the backend is gone). pgx's default compares the
+// severity as the server sent it, translated by lc_messages ("ВАЖНО" on a
+// Russian server), and so kept reading a dead connection there and
+// returned "unexpected EOF" instead of the error and its SQLSTATE
+// (57P01 on a terminated backend); the unlocalized severity is the same
+// in every language.
+func closeOnFatal(_ *pgconn.PgConn, e *pgconn.PgError) bool {
+	return !isFatal(e)
+}
+
+// isFatal reports whether e ended its session.
+func isFatal(e *pgconn.PgError) bool {
+	sev := cmp.Or(e.SeverityUnlocalized, e.Severity) // servers before 9.6 send no unlocalized one
+	return sev == "FATAL" || sev == "PANIC"
 }
 
 // URLError is a connection string that does not parse. It names the
