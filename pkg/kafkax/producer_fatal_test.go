@@ -77,7 +77,7 @@ func TestAFatalErrorThatOutlivesClientsWaits(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("figures: %d calls in 3s, %d clients asked for a producer id, %d calls answered by the wait; last: %v", calls, inits.Load(), waited, last)
-	require.Greater(t, calls, 50)
+	require.Greater(t, calls, 20, "too few calls to tell (a machine this slow shows nothing)")
 	// The first client, its immediate replacement, then waits of 0.5–1 s,
 	// 1–2 s: at most five clients in 3 s, one per call before.
 	require.LessOrEqual(t, inits.Load(), int32(5), "a client built per call")
