@@ -209,7 +209,11 @@ func (i Info) Incomplete() bool {
 // dead-lettered again; or a producer's), and a header of that earlier block
 // the latest one lacks (pcp-error-field, absent when the field is unknown)
 // must not be read as the latest one's. Within a block, a header that
-// occurs more than once is read last-wins.
+// occurs more than once is read last-wins. The exception headers are read
+// last-wins over the whole record instead: Spring Kafka since 2.7.6 writes
+// them before its kafka_dlt-original-* block (and strips earlier ones),
+// and every letter, Spring's or Letter's, carries both, so the last of
+// each is the latest letter's.
 func Decode(hs []record.Header) Info {
 	info := Info{OriginalPartition: -1, OriginalOffset: -1}
 	for _, h := range hs {
@@ -219,7 +223,8 @@ func Decode(hs []record.Header) Info {
 			// dead-lettering is still missing: that header is the
 			// record's, not the block's.
 			info = Info{OriginalPartition: -1, OriginalOffset: -1, ValueOmittedBytes: info.ValueOmittedBytes,
-				KeyOmittedBytes: info.KeyOmittedBytes, HeadersOmitted: info.HeadersOmitted}
+				KeyOmittedBytes: info.KeyOmittedBytes, HeadersOmitted: info.HeadersOmitted,
+				ExceptionFQCN: info.ExceptionFQCN, ExceptionMessage: info.ExceptionMessage}
 			info.OriginalTopic = string(h.Value)
 		case HeaderOriginalPartition:
 			info.OriginalPartition = -1

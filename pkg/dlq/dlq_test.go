@@ -238,6 +238,31 @@ func TestDecodeReadsTheLatestLetter(t *testing.T) {
 	require.Equal(t, orig.Headers, l.Headers[:len(orig.Headers)])
 }
 
+// A letter of Spring Kafka 2.7.6 or later: its exception headers come
+// before its kafka_dlt-original-* block (DeadLetterRecordManager writes
+// them first). Decode read them as an earlier block's and dropped them.
+func TestDecodeSpringLetter(t *testing.T) {
+	t.Parallel()
+	info := Decode([]record.Header{
+		h("app-header", []byte("kept")),
+		h(HeaderExceptionFQCN, []byte("org.springframework.kafka.listener.ListenerExecutionFailedException")),
+		h("kafka_dlt-exception-cause-fqcn", []byte("java.lang.IllegalStateException")),
+		h(HeaderExceptionMessage, []byte("Listener failed; bad route")),
+		h("kafka_dlt-exception-stacktrace", []byte("java.lang.IllegalStateException: bad route\n\tat ...")),
+		h(HeaderOriginalTopic, []byte("in")),
+		h(HeaderOriginalPartition, be32(2)),
+		h(HeaderOriginalOffset, be64(77)),
+		h(HeaderOriginalGroup, []byte("spring-group")),
+	})
+	require.Equal(t, "org.springframework.kafka.listener.ListenerExecutionFailedException", info.ExceptionFQCN)
+	require.Equal(t, "Listener failed; bad route", info.ExceptionMessage)
+	require.Equal(t, "in", info.OriginalTopic)
+	require.EqualValues(t, 2, info.OriginalPartition)
+	require.EqualValues(t, 77, info.OriginalOffset)
+	require.Equal(t, "spring-group", info.OriginalGroup)
+	require.Empty(t, info.Category, "Spring writes no pcp-error-category")
+}
+
 // What Letter writes, Decode reads back, and Strip gives back the
 // original headers: the writer and the readers agree on names and
 // encodings.
