@@ -156,6 +156,10 @@ func (r *Replayer) Run(ctx context.Context) (Result, error) {
 		return res, err
 	}
 
+	var targetParts []int32
+	if !r.cfg.DryRun {
+		targetParts = r.targetPartitions(ctx)
+	}
 	var batch []selected
 	flush := func() error {
 		if len(batch) == 0 {
@@ -168,6 +172,9 @@ func (r *Replayer) Run(ctx context.Context) (Result, error) {
 				Key:     s.rec.Key,
 				Value:   s.rec.Value,
 				Headers: dlq.Strip(s.rec.Headers),
+			}
+			if s.info.OriginalTopic == r.cfg.Topic && slices.Contains(targetParts, s.info.OriginalPartition) {
+				recs[i].Partition, recs[i].Pinned = s.info.OriginalPartition, true
 			}
 		}
 		errs := r.producer.ProduceBatch(ctx, recs)
@@ -233,6 +240,24 @@ func (r *Replayer) Run(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("dlq-replay %s -> %s: %w", r.cfg.DLQTopic, r.cfg.Topic, err)
 	}
 	return res, nil
+}
+
+// targetPartitions lists the target topic's partitions, nil when its
+// metadata cannot be read (the records then go where the producer's
+// partitioner puts them). A record replayed to the topic it came from goes
+// back to its original partition, where the producers of the topic put its
+// key, so that it is read in order with that key's other records (the
+// partitioner here, librdkafka's CRC32 of the key, is not the Java
+// clients' murmur2); the ingestor's guard of a route's later record
+// compares offsets within a partition only.
+func (r *Replayer) targetPartitions(ctx context.Context) []int32 {
+	parts, err := r.reader.Partitions(ctx, r.cfg.Topic)
+	if err != nil {
+		r.logger.WarnContext(ctx, "cannot read the target topic's partitions; records go where the partitioner puts them, not back to their original partitions",
+			"topic", r.cfg.Topic, "err", err)
+		return nil
+	}
+	return parts
 }
 
 // plan resolves the filter into one offset range per selected partition,

@@ -146,6 +146,35 @@ func TestReplayIntegration(t *testing.T) {
 		require.ElementsMatch(t, []string{"p1-1", "p1-3"}, keys)
 	})
 
+	t.Run("a record goes back to its original partition", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, bin, 1)
+		s.input = testenv.Topic(t, "input", 4)
+		// Keys whose partition under the replay's own partitioner is not
+		// the one the letters name; the last letter's topic is another.
+		letters := []struct {
+			topic     string
+			partition int32
+		}{{s.input, 3}, {s.input, 1}, {s.input, 2}, {s.input, 0}, {"elsewhere", 3}}
+		for i, l := range letters {
+			testenv.Produce(t, s.bootstrap, s.dlq, testenv.Record{
+				Key: []byte(fmt.Sprintf("key-%d", i)), Value: []byte(`{}`),
+				Headers: letterHeaders(l.topic, l.partition, dlq.CategoryContract, "data"),
+			})
+		}
+		out, code := s.replay(t, "--category", "CONTRACT")
+		require.Equal(t, 0, code, out)
+		require.Contains(t, out, "selected=5 replayed=5")
+		got := map[string]int32{}
+		for _, r := range testenv.Consume(t, s.bootstrap, s.input, len(letters), 30*time.Second) {
+			got[string(r.Key)] = r.Partition
+		}
+		for i, l := range letters[:4] {
+			require.Equal(t, l.partition, got[fmt.Sprintf("key-%d", i)], "key-%d not back on its original partition: %v", i, got)
+		}
+		require.Contains(t, got, "key-4", "the other topic's record was not replayed: %v", got)
+	})
+
 	t.Run("bad flags and settings exit 2", func(t *testing.T) {
 		t.Parallel()
 		s := newStack(t, bin, 1)
@@ -195,8 +224,13 @@ func bigPassport(t *testing.T, id string) []byte {
 // dlqHeaders are the headers the ingestor adds to a dead-lettered record
 // (dlq.Letter, the one writer of them).
 func dlqHeaders(category dlq.Category, field string) []testenv.Header {
+	return letterHeaders("pcp.request.survey-georeference.v1", 3, category, field)
+}
+
+// letterHeaders are dlqHeaders of a record from topic's partition.
+func letterHeaders(topic string, partition int32, category dlq.Category, field string) []testenv.Header {
 	orig := record.Record{
-		Topic: "pcp.request.survey-georeference.v1", Partition: 3, Offset: 1234,
+		Topic: topic, Partition: partition, Offset: 1234,
 		Timestamp: time.UnixMilli(1777371300000), TimestampType: record.TimestampCreateTime,
 	}
 	why := dlq.Reason{FQCN: dlq.FQCNContractViolation, Message: "data.geometry: ring not closed", Category: category, Field: field}

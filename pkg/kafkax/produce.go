@@ -12,9 +12,10 @@ import (
 	"github.com/pcp/route-processing/pkg/record"
 )
 
-// ProduceBatch sends every record (Topic, Key, Value, Headers; the rest is
-// ignored), then waits for every delivery report. The i-th error is nil when
-// recs[i] was acknowledged by all in-sync replicas; otherwise it wraps
+// ProduceBatch sends every record (Topic, Key, Value, Headers, and
+// Partition when Pinned; the rest is ignored), then waits for every
+// delivery report. The i-th error is nil when recs[i] was acknowledged by
+// all in-sync replicas; otherwise it wraps
 // [record.ErrNotAttempted] or [record.ErrUnavailable] when the fault is not
 // the record's (see [classify]). When ctx ends first, the records not yet
 // reported get ctx's error (wrapping record.ErrNotAttempted); they may still
@@ -49,8 +50,12 @@ func (pr *Producer) produceBatch(ctx context.Context, msgs []record.Record) []er
 	for i := range msgs {
 		m := &msgs[i]
 		topic := m.Topic
+		partition := kafka.PartitionAny
+		if m.Pinned {
+			partition = m.Partition
+		}
 		km := &kafka.Message{
-			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition},
 			Key:            m.Key,
 			Value:          m.Value,
 			Headers:        recordHeaders(m.Headers),

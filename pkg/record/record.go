@@ -21,11 +21,14 @@ type Header struct {
 }
 
 // Record is one Kafka record, consumed or to be produced. A producer ignores
-// Partition (the partitioner picks it from Key), Offset and the timestamp.
+// Offset and the timestamp, and Partition unless Pinned (the partitioner
+// picks the partition from Key).
 type Record struct {
 	Topic     string
 	Partition int32
-	Offset    int64
+	// Pinned, on a record to produce, sends it to Partition.
+	Pinned bool
+	Offset int64
 	// Key is nil for a null key.
 	Key []byte
 	// Value is nil for a null value (a tombstone).
