@@ -59,13 +59,20 @@ func (e *Error) Setting() string { return e.Var }
 // With export on, New first rejects, with an *Error, any of those values
 // the SDK would drop or replace by a default, and sends the SDK's own
 // diagnostics to logger from then on. With export off it reads only
-// OTEL_SDK_DISABLED and OTEL_TRACES_EXPORTER (a value other than otlp or
-// none is refused even then), so other stale values do no harm.
+// OTEL_SDK_DISABLED and OTEL_TRACES_EXPORTER (a value other than true or
+// false, otlp or none, is refused even then), so other stale values do no
+// harm.
 func New(ctx context.Context, logger *slog.Logger, service, version string) (*Provider, error) {
 	getenv := os.Getenv
 	off := &Provider{TracerProvider: noop.NewTracerProvider(), Shutdown: func(context.Context) error { return nil }}
-	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+	// Only "true" disables the SDK (the specification); a "1" or "yes" of
+	// an operator who meant to turn export off would leave it on.
+	switch v := strings.ToLower(strings.TrimSpace(getenv("OTEL_SDK_DISABLED"))); v {
+	case "true":
 		return off, nil
+	case "", "false":
+	default:
+		return nil, &Error{Var: "OTEL_SDK_DISABLED", Reason: fmt.Sprintf("%q is not true or false", v)}
 	}
 	switch exp := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER"))); exp {
 	case "", "otlp":

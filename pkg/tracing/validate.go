@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // validateEnv checks, before the exporter and the SDK read them, the OTEL_*
@@ -50,7 +52,21 @@ func validateEnv(getenv func(string) string, grpc bool) error {
 		check{"OTEL_BSP_SCHEDULE_DELAY", intAtLeast(1)},
 		check{"OTEL_BSP_EXPORT_TIMEOUT", intAtLeast(0)},
 		check{"OTEL_BSP_MAX_QUEUE_SIZE", intAtLeast(1)},
-		check{"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", intAtLeast(1)},
+		// The SDK clamps a batch larger than the queue to the queue's
+		// size, silently; the specification says it must not be larger.
+		check{"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", func(v string) error {
+			if err := intAtLeast(1)(v); err != nil {
+				return err
+			}
+			q := sdktrace.DefaultMaxQueueSize
+			if qv := getenv("OTEL_BSP_MAX_QUEUE_SIZE"); strings.TrimSpace(qv) != "" {
+				q, _ = strconv.Atoi(qv) // checked before this one
+			}
+			if n, _ := strconv.Atoi(v); n > q {
+				return fmt.Errorf("%d is larger than OTEL_BSP_MAX_QUEUE_SIZE (%d); the SDK would use %d", n, q, q)
+			}
+			return nil
+		}},
 	)
 	// Any integer: a negative span limit means no limit to the SDK.
 	for _, name := range []string{
@@ -181,6 +197,18 @@ func checkEndpoint(v string, grpc bool) error {
 	}
 	switch {
 	case (u.Scheme == "http" || u.Scheme == "https") && u.Host != "":
+		// The exporters keep only the host and path: credentials and a
+		// query would be dropped, and every export refused for want of
+		// them, seen only in a warn line.
+		switch {
+		case u.User != nil:
+			return errors.New("carries user:password, which the exporter drops (send credentials in OTEL_EXPORTER_OTLP_HEADERS)")
+		case u.RawQuery != "" || u.ForceQuery:
+			return errors.New("carries a query, which the exporter drops (send credentials in OTEL_EXPORTER_OTLP_HEADERS)")
+		case grpc && u.Scheme == "http" && u.Port() == "":
+			// gRPC dials its default port, 443, in cleartext here.
+			return errors.New("has no port: the gRPC exporter would dial port 443 in cleartext (give it, e.g. :4317)")
+		}
 		return nil
 	case grpc && u.Scheme == "unix" && (u.Path != "" || u.Opaque != ""):
 		return nil

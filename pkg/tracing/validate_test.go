@@ -100,6 +100,14 @@ func TestAnInvalidValueStopsNewNamingItsVariable(t *testing.T) {
 		{"negative queue size", map[string]string{"OTEL_BSP_MAX_QUEUE_SIZE": "-1"}, "OTEL_BSP_MAX_QUEUE_SIZE"},
 		{"delay with a unit", map[string]string{"OTEL_BSP_SCHEDULE_DELAY": "5s"}, "OTEL_BSP_SCHEDULE_DELAY"},
 		{"span limit not a number", map[string]string{"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "many"}, "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT"},
+		// The exporters keep only the host and path of the URL.
+		{"endpoint with credentials", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://otel:" + secret + "@collector:4318"}, "OTEL_EXPORTER_OTLP_ENDPOINT"},
+		{"endpoint with a query", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://collector:4318/v1/traces?api-key=" + secret}, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"},
+		{"grpc endpoint http without a port", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector"}, "OTEL_EXPORTER_OTLP_ENDPOINT"},
+		{"export batch above the queue", map[string]string{"OTEL_BSP_MAX_QUEUE_SIZE": "100", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "200"}, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"},
+		{"export batch above the default queue", map[string]string{"OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "4096"}, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"},
+		// Only "true" disables the SDK: "1" would leave export on.
+		{"sdk disabled as 1", map[string]string{"OTEL_SDK_DISABLED": "1"}, "OTEL_SDK_DISABLED"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			exportOn(t)
@@ -269,6 +277,7 @@ func TestNothingIsValidatedWhenExportIsOff(t *testing.T) {
 		{"exporter none", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "not a url", "OTEL_TRACES_EXPORTER": "none"}},
 		{"sdk disabled", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "not a url", "OTEL_SDK_DISABLED": "true"}},
 		{"sdk disabled, with blanks", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "not a url", "OTEL_SDK_DISABLED": " TRUE\n"}},
+		{"no endpoint, sdk not disabled", map[string]string{"OTEL_SDK_DISABLED": "false"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			withCleanEnv(t)
