@@ -58,9 +58,16 @@ type MigrateWaiting func(holder MigrateLockHolder, waited time.Duration)
 // report, the relay's REINDEX CONCURRENTLY), and every later statement on
 // the table queues behind it: without a bound ingest reads waited 13.3 s
 // and claims 8.1 s (PostgreSQL 15), and could wait up to the run's bound.
-// With it a try gives up after 3 s and the run tries again
+// With it a try gives up after half a second and the run tries again
 // (retryLockTimeouts), the service's statements going through in between.
-const migrateLockTimeout = 3 * time.Second
+// Half a second stays below the binaries' stall checks (a call
+// outstanding for a second is probed, and one queued behind another
+// application's lock is taken for a database outage): at 3 s every try
+// made the ingestor pause and turn not ready (a review measured 2.9-s
+// stalls, 57 stall probes in 25 s, behind a report holding the table).
+// Without a long reader the service's transactions end in milliseconds,
+// and the lock is had in the first try.
+const migrateLockTimeout = 500 * time.Millisecond
 
 // lockNotAvailable is SQLSTATE lock_not_available, what lock_timeout ends
 // a wait with.
@@ -178,10 +185,16 @@ func (e *PoolerError) Error() string {
 }
 
 // poolerChecks is how many statements after the lock's must run on its
-// backend; poolerUnlockTries how many times a run found pooled tries to
-// reach that backend again to release the lock.
+// backend, poolerCheckGap apart; poolerUnlockTries how many times a run
+// found pooled tries to reach that backend again to release the lock.
+// Three checks in a row let half the runs through a PgBouncer pool of four
+// server connections, three of them busy, in a review's twelve runs (each
+// missed run left the lock on a pooled connection, and the next runs
+// waited out their bound for it); spread over a tenth of a second, each
+// check lands on whichever connection is free then.
 const (
-	poolerChecks      = 3
+	poolerChecks      = 10
+	poolerCheckGap    = 10 * time.Millisecond
 	poolerUnlockTries = 50
 )
 
@@ -195,7 +208,10 @@ const (
 // pooler it releases the lock if it reaches pid again, and returns a
 // *PoolerError.
 func sameSession(ctx context.Context, conn *pgx.Conn, pid uint32) error {
-	for range poolerChecks {
+	for i := range poolerChecks {
+		if i > 0 && !backoff.Sleep(ctx, poolerCheckGap) {
+			return fmt.Errorf("take the migration lock: %w", ctx.Err())
+		}
 		var other uint32
 		if err := conn.QueryRow(ctx, "select pg_backend_pid()").Scan(&other); err != nil {
 			return fmt.Errorf("take the migration lock: %w", err)
@@ -290,13 +306,24 @@ func migrateConn(ctx context.Context, conn *pgx.Conn, reports *MigrateReports) (
 	// it runs without one (tern's "reset all" after it restores the
 	// session's default). Only a broken connection fails these SETs; the
 	// migration's first statement then fails and says so.
-	urlBound := setsLockTimeout(conn.Config().RuntimeParams)
+	//
+	// No statement_timeout either, unless the URL sets one: a role's (the
+	// README suggests one just above INGEST_DB_TIMEOUT for the service)
+	// would cancel 004's index build, or its wait for older snapshots, at
+	// every try (57014, not retried); the run's own bound ends it.
+	params := conn.Config().RuntimeParams
+	urlLockBound, urlStatementBound := setsSetting(params, "lock_timeout"), setsSetting(params, "statement_timeout")
 	m.OnStart = func(int32, string, string, string) {
-		switch inTx := conn.PgConn().TxStatus() != 'I'; {
-		case !inTx:
+		if conn.PgConn().TxStatus() == 'I' {
 			_, _ = conn.Exec(ctx, "set lock_timeout = 0")
-		case !urlBound:
+			_, _ = conn.Exec(ctx, "set statement_timeout = 0")
+			return
+		}
+		if !urlLockBound {
 			_, _ = conn.Exec(ctx, fmt.Sprintf("set local lock_timeout = '%dms'", migrateLockTimeout.Milliseconds()))
+		}
+		if !urlStatementBound {
+			_, _ = conn.Exec(ctx, "set local statement_timeout = 0")
 		}
 	}
 	watch := lockWaitWatch{pid: conn.PgConn().PID()}
@@ -386,19 +413,19 @@ func blockersOf(ctx context.Context, conn *pgx.Conn, pid uint32) []Blocker {
 	return out
 }
 
-// setsLockTimeout reports whether a connection's startup parameters
+// setsSetting reports whether a connection's startup parameters
 // (RuntimeParams: DATABASE_URL's query or key=value settings, PGOPTIONS)
-// set lock_timeout, as a parameter of its own (?lock_timeout=10s) or in
-// options (-c lock_timeout=10s, --lock-timeout=10s). Setting names are
+// set the setting named, as a parameter of its own (?lock_timeout=10s) or
+// in options (-c lock_timeout=10s, --lock-timeout=10s). Setting names are
 // case-insensitive, and PostgreSQL reads a dash in an option's name as an
 // underscore.
-func setsLockTimeout(params map[string]string) bool {
-	isLockTimeout := func(setting string) bool {
-		name, _, _ := strings.Cut(setting, "=")
-		return strings.EqualFold(strings.ReplaceAll(name, "-", "_"), "lock_timeout")
+func setsSetting(params map[string]string, setting string) bool {
+	isSetting := func(s string) bool {
+		name, _, _ := strings.Cut(s, "=")
+		return strings.EqualFold(strings.ReplaceAll(name, "-", "_"), setting)
 	}
 	for k, v := range params {
-		if isLockTimeout(k) {
+		if isSetting(k) {
 			return true
 		}
 		if k != "options" {
@@ -414,7 +441,7 @@ func setsLockTimeout(params map[string]string) bool {
 			default:
 				continue
 			}
-			if isLockTimeout(f) {
+			if isSetting(f) {
 				return true
 			}
 		}

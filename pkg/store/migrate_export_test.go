@@ -16,7 +16,9 @@ const MigrateLockTimeout = migrateLockTimeout
 
 // MigrateBoundsLockWaits reports whether a migrate run connected with cfg
 // sets its own lock_timeout in each migration (the URL sets none).
-func MigrateBoundsLockWaits(cfg *pgx.ConnConfig) bool { return !setsLockTimeout(cfg.RuntimeParams) }
+func MigrateBoundsLockWaits(cfg *pgx.ConnConfig) bool {
+	return !setsSetting(cfg.RuntimeParams, "lock_timeout")
+}
 
 // Migrate applies every embedded migration that the database lacks, on
 // conn: MigrateURL's work on a connection a test already holds.

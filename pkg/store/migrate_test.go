@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -369,6 +370,11 @@ func TestMigrateGivesUpTableLockWaits(t *testing.T) {
 	require.NoError(t, err, "a read of outbox_relay_control (every relay claim's) still waited behind the migration after %s", took.Round(time.Millisecond))
 	require.Less(t, took, bound, "a read of outbox_relay_control waited behind the migration")
 	t.Logf("the read waited %s behind the migration (lock_timeout %s)", took.Round(time.Millisecond), store.MigrateLockTimeout)
+	// The binaries probe a call outstanding for a second, and take one
+	// queued behind another application's lock for an outage: a wait of
+	// that length would pause the ingestor and turn it not ready at every
+	// try (at a 3-s lock_timeout it did).
+	require.Less(t, took, time.Second, "the read waited long enough behind the migration for the binaries' stall checks to call the database down")
 
 	// (c) The try that gave up is reported, with the session it waited for.
 	var r store.MigrateRetry
@@ -404,13 +410,32 @@ func TestMigrateGivesUpTableLockWaits(t *testing.T) {
 // Migration 004 builds its index CONCURRENTLY, which waits for every older
 // transaction (a long report's snapshot) and blocks none of the service's
 // statements: it waits without lock_timeout, rather than failing at every
-// long reader and building its index again at every try.
+// long reader and building its index again at every try; and without a
+// statement_timeout a role or database may set for the service (one just
+// above INGEST_DB_TIMEOUT, as the README suggests), which cancelled the
+// build at every try (57014).
 func TestMigrateConcurrentBuildWaitsForOldSnapshots(t *testing.T) {
 	t.Parallel()
+	for _, statementTimeout := range []string{"", "300ms"} {
+		t.Run("statement_timeout="+statementTimeout, func(t *testing.T) {
+			t.Parallel()
+			testConcurrentBuildWaits(t, statementTimeout)
+		})
+	}
+}
+
+func testConcurrentBuildWaits(t *testing.T, statementTimeout string) {
 	ctx := context.Background()
 	u := testenv.EmptyDatabaseURL(t)
 	admin := connectAs(ctx, t, u, "test-admin")
 	require.NoError(t, store.MigrateTo(ctx, admin, 3))
+	if statementTimeout != "" {
+		// For the sessions that start from now: the migrate run's.
+		var db string
+		require.NoError(t, admin.QueryRow(ctx, "select current_database()").Scan(&db))
+		_, err := admin.Exec(ctx, fmt.Sprintf("alter database %s set statement_timeout = '%s'", pgx.Identifier{db}.Sanitize(), statementTimeout))
+		require.NoError(t, err)
+	}
 
 	holder := connectAs(ctx, t, u, "report")
 	tx, err := holder.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
@@ -449,7 +474,7 @@ func TestMigrateConcurrentBuildWaitsForOldSnapshots(t *testing.T) {
 	require.Equal(t, version, schemaVersion(ctx, t, admin))
 }
 
-// A migrate run bounds its migrations' lock waits (3 s) unless
+// A migrate run bounds its migrations' lock waits (half a second) unless
 // DATABASE_URL sets a lock_timeout, as a parameter or in options, as the
 // server reads them; deadlock_timeout is another setting. The bound is not
 // the session's: a session connected with no setting has the server's.
