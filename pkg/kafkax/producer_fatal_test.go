@@ -18,9 +18,9 @@ import (
 	"github.com/pcp/route-processing/pkg/record"
 )
 
-// fatalCluster is an in-process broker whose answers to one request kind
-// can be replaced while refuse is set.
-func fatalCluster(t *testing.T, key kmsg.Key, answer func(kmsg.Request) kmsg.Response) (addr string, refuse *atomic.Bool, asked *atomic.Int32) {
+// fatalProducer is a producer of an in-process broker whose answers to one
+// request kind are answer's while refuse is set.
+func fatalProducer(t *testing.T, key kmsg.Key, answer func(kmsg.Request) kmsg.Response) (pr *Producer, refuse *atomic.Bool, asked *atomic.Int32) {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
 	require.NoError(t, err)
@@ -35,7 +35,11 @@ func fatalCluster(t *testing.T, key kmsg.Key, answer func(kmsg.Request) kmsg.Res
 		}
 		return answer(req), nil, true
 	})
-	return strings.Join(c.ListenAddrs(), ","), refuse, asked
+	pr, err = NewProducer(slog.New(slog.NewTextHandler(io.Discard, nil)), ProducerConfig{
+		ClientConfig: ClientConfig{BootstrapServers: strings.Join(c.ListenAddrs(), ",")}, DeliveryTimeout: 3 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { pr.Close(time.Second) })
+	return pr, refuse, asked
 }
 
 // TestAFatalErrorThatOutlivesClientsWaits: a cluster that refuses the
@@ -49,15 +53,11 @@ func fatalCluster(t *testing.T, key kmsg.Key, answer func(kmsg.Request) kmsg.Res
 // a new client delivers.
 func TestAFatalErrorThatOutlivesClientsWaits(t *testing.T) {
 	t.Parallel()
-	addr, refuse, inits := fatalCluster(t, kmsg.InitProducerID, func(req kmsg.Request) kmsg.Response {
+	pr, refuse, inits := fatalProducer(t, kmsg.InitProducerID, func(req kmsg.Request) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		return resp
 	})
-	pr, err := NewProducer(slog.New(slog.NewTextHandler(io.Discard, nil)), ProducerConfig{
-		ClientConfig: ClientConfig{BootstrapServers: addr}, DeliveryTimeout: 3 * time.Second})
-	require.NoError(t, err)
-	defer pr.Close(time.Second)
 	ctx := context.Background()
 	rec := []record.Record{{Topic: "t", Value: []byte("v")}}
 
@@ -82,7 +82,7 @@ func TestAFatalErrorThatOutlivesClientsWaits(t *testing.T) {
 	// 1–2 s: at most five clients in 3 s, one per call before.
 	require.LessOrEqual(t, inits.Load(), int32(5), "a client built per call")
 	require.Greater(t, waited, calls/2)
-	err = pr.Probe(ctx, "", time.Second)
+	err := pr.Probe(ctx, "", time.Second)
 	var fw *FatalWaitError
 	require.ErrorAs(t, err, &fw, "Probe must not pass while no client can be used")
 
@@ -99,7 +99,7 @@ func TestAFatalErrorThatOutlivesClientsWaits(t *testing.T) {
 // the next call).
 func TestTheRecordsOfAFatalRequestAreNotCharged(t *testing.T) {
 	t.Parallel()
-	addr, refuse, _ := fatalCluster(t, kmsg.Produce, func(req kmsg.Request) kmsg.Response {
+	pr, refuse, _ := fatalProducer(t, kmsg.Produce, func(req kmsg.Request) kmsg.Response {
 		preq := req.(*kmsg.ProduceRequest)
 		resp := preq.ResponseKind().(*kmsg.ProduceResponse)
 		for _, rt := range preq.Topics {
@@ -115,14 +115,10 @@ func TestTheRecordsOfAFatalRequestAreNotCharged(t *testing.T) {
 		}
 		return resp
 	})
-	pr, err := NewProducer(slog.New(slog.NewTextHandler(io.Discard, nil)), ProducerConfig{
-		ClientConfig: ClientConfig{BootstrapServers: addr}, DeliveryTimeout: 3 * time.Second})
-	require.NoError(t, err)
-	defer pr.Close(time.Second)
 	ctx := context.Background()
 	rec := []record.Record{{Topic: "t", Value: []byte("v")}}
 
-	err = pr.ProduceBatch(ctx, rec)[0]
+	err := pr.ProduceBatch(ctx, rec)[0]
 	require.ErrorIs(t, err, record.ErrNotAttempted, "charged: %v", err)
 	pr.mu.RLock()
 	replaced := pr.p == nil
