@@ -35,7 +35,8 @@ type ProducerConfig struct {
 // the brokers lack), and every new client meets it again before it
 // delivers anything. So when a client that replaced a fatal one hits a
 // fatal error without having delivered, the next client waits
-// (fatalBackoff, doubling per client), and calls meanwhile fail with a
+// (fatalBackoffMin, doubling per client up to fatalBackoffMax, jittered as
+// package backoff does), and calls meanwhile fail with a
 // *FatalWaitError, which wraps record.ErrUnavailable: the relay stops
 // claiming and shows the cause in readiness instead of building a client,
 // and giving a batch back, per claim.
