@@ -65,8 +65,9 @@ const (
 
 // FatalWaitError is a call made while the producer waits before building a
 // new client, its last ones having hit fatal errors before delivering
-// anything. It wraps record.ErrUnavailable: nothing was sent, and the
-// cause is the cluster's or the deployment's, not a record's.
+// anything. It wraps record.ErrUnavailable (nothing was sent, and the
+// cause is the cluster's or the deployment's, not a record's) and
+// record.ErrClientUnusable (the brokers may well answer).
 type FatalWaitError struct {
 	// Cause is the last fatal error's text.
 	Cause string
@@ -79,7 +80,9 @@ func (e *FatalWaitError) Error() string {
 		e.Cause, e.Left.Round(time.Millisecond))
 }
 
-func (e *FatalWaitError) Unwrap() error { return record.ErrUnavailable }
+func (e *FatalWaitError) Unwrap() []error {
+	return []error{record.ErrUnavailable, record.ErrClientUnusable}
+}
 
 // LinkProblem says what the producer has lacked for 10 s while a broker
 // still answers its probes: the leader of a partition it has produced to

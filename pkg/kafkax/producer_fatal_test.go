@@ -70,6 +70,7 @@ func TestAFatalErrorThatOutlivesClientsWaits(t *testing.T) {
 		if errors.As(last, &fw) {
 			waited++
 			require.ErrorIs(t, last, record.ErrUnavailable, "a wait is the cluster's fault")
+			require.ErrorIs(t, last, record.ErrClientUnusable, "a wait is the client's, whatever the brokers answer")
 			require.Contains(t, fw.Error(), "Cluster authorization failed")
 		} else {
 			require.ErrorIs(t, last, record.ErrNotAttempted, "a record of a fatal client is not charged: %v", last)

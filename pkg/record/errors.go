@@ -21,6 +21,11 @@ var (
 	// producer was closed, reset after a fatal error or purged its queues,
 	// or the caller's context ended first). Send it again; count nothing.
 	ErrNotAttempted = errors.New("publish not attempted")
+	// ErrClientUnusable: the local client cannot be used for now, whatever
+	// the brokers answer (a producer waiting before it is built again
+	// after fatal errors that outlive clients). A probe returns it too, so
+	// that readiness names the client's cause rather than the brokers.
+	ErrClientUnusable = errors.New("kafka client unusable")
 )
 
 // TopicError says that the brokers answered but cannot serve topic: any

@@ -35,13 +35,27 @@ func (r *Relay) confirmOutage(ctx context.Context, cause error) error {
 	}
 	r.kafkaDown.Store(true)
 	r.m.kafkaOutages.Inc()
-	r.setKafkaReady(fmt.Errorf("no broker answers: %w", err))
-	r.logger.ErrorContext(ctx, "kafka unreachable; claims stopped, probing", "err", cause, "probe_err", err)
+	r.setKafkaReady(probeFailure(err))
+	msg := "kafka unreachable; claims stopped, probing"
+	if errors.Is(err, record.ErrClientUnusable) {
+		msg = "kafka producer unusable; claims stopped, probing"
+	}
+	r.logger.ErrorContext(ctx, msg, "err", cause, "probe_err", err)
 	select {
 	case r.outage <- struct{}{}:
 	default: // the prober has one waiting already
 	}
 	return err
+}
+
+// probeFailure is the "kafka" component's reason after a failed probe:
+// no broker answered, unless the publisher's own client is what cannot be
+// used (record.ErrClientUnusable), whose error says why.
+func probeFailure(err error) error {
+	if errors.Is(err, record.ErrClientUnusable) {
+		return err
+	}
+	return fmt.Errorf("no broker answers: %w", err)
 }
 
 // linkReporter is a Publisher that can tell, from its client's own
@@ -115,7 +129,7 @@ func (r *Relay) probe(ctx context.Context, inOutage bool) {
 			return
 		}
 		if attempt == 1 && !inOutage {
-			r.setKafkaReady(fmt.Errorf("no broker answers: %w", err))
+			r.setKafkaReady(probeFailure(err))
 			r.logger.ErrorContext(ctx, "kafka unreachable at start; probing", "err", err)
 		} else {
 			r.logger.DebugContext(ctx, "kafka probe failed", "err", err, "attempt", attempt)
