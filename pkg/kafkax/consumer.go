@@ -214,8 +214,10 @@ func (c *Consumer) rebalance(kc *kafka.Consumer, ev kafka.Event, assigned func([
 	}
 }
 
-// rebalanceFailed keeps the first failed change of the assignment for Poll.
+// rebalanceFailed logs a failed change of the assignment and keeps the
+// first for Poll (one during Close is only logged: nothing polls then).
 func (c *Consumer) rebalanceFailed(op string, tps []kafka.TopicPartition, err error) {
+	c.logger.Error("kafka: "+op+" failed in a rebalance", "topic", c.topic, "partitions", partitionsOf(tps), "err", err)
 	if c.rebalanceErr == nil {
 		c.rebalanceErr = fmt.Errorf("kafka consumer: %s partitions %v of %s in a rebalance: %w", op, partitionsOf(tps), c.topic, err)
 	}
@@ -246,6 +248,9 @@ func (c *Consumer) tps(partitions []int32, offsets map[int32]int64) []kafka.Topi
 // fatal for the consumer, as is a change of the assignment that failed in a
 // rebalance the call ran.
 func (c *Consumer) Poll(timeout time.Duration) (*record.Record, error) {
+	if c.rebalanceErr != nil {
+		return nil, c.rebalanceErr // no further rebalance on a wrong assignment
+	}
 	rec, err := c.poll(timeout)
 	if c.rebalanceErr != nil {
 		return nil, c.rebalanceErr

@@ -71,6 +71,25 @@ var messageCodes = map[kafka.ErrorCode]bool{
 	kafka.ErrUnknownPartition:   true,
 }
 
+// producerStateCodes are the broker's answers to a request whose
+// producer's idempotence state broke (librdkafka turns the client fatal on
+// them): they say nothing of the request's records.
+var producerStateCodes = map[kafka.ErrorCode]bool{
+	kafka.ErrOutOfOrderSequenceNumber:   true,
+	kafka.ErrDuplicateSequenceNumber:    true,
+	kafka.ErrInvalidProducerEpoch:       true,
+	kafka.ErrUnknownProducerID:          true,
+	kafka.ErrInvalidProducerIDMapping:   true,
+	kafka.ErrProducerFenced:             true,
+	kafka.ErrClusterAuthorizationFailed: true,
+}
+
+// producerStateError reports whether err is one of producerStateCodes.
+func producerStateError(err error) bool {
+	var kerr kafka.Error
+	return errors.As(err, &kerr) && producerStateCodes[kerr.Code()]
+}
+
 // notAttemptedCodes: the message was dropped by the client, not judged.
 var notAttemptedCodes = map[kafka.ErrorCode]bool{
 	kafka.ErrPurgeQueue:    true,

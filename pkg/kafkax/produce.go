@@ -88,6 +88,9 @@ func (pr *Producer) produceBatch(ctx context.Context, msgs []record.Record) []er
 				waiting[i] = false
 				pending--
 				errs[i] = km.TopicPartition.Error
+				if errs[i] == nil && !c.delivered.Load() {
+					c.delivered.Store(true) // before a concurrent call may drop c
+				}
 			}
 		case <-ctx.Done():
 			return fillWaiting(errs, waiting, ctx.Err())
@@ -95,21 +98,15 @@ func (pr *Producer) produceBatch(ctx context.Context, msgs []record.Record) []er
 			return fillWaiting(errs, waiting, fmt.Errorf("no delivery report within %s: %w", pr.cfg.DeliveryTimeout, errTimeout))
 		}
 	}
-	delivered := false
-	for _, e := range errs {
-		delivered = delivered || e == nil
-	}
-	if delivered {
-		c.delivered.Store(true)
-	}
 	// The records of the request that made the client fatal carry the
 	// broker's code (OUT_OF_ORDER_SEQUENCE_NUMBER, say) without the fatal
-	// flag, and the rest ERR__PURGE_QUEUE: none was refused for what it
-	// is, so each failed record gets the client's fatal error (not
-	// attempted) and the client is replaced.
+	// flag (the rest come back purged: not attempted). The code is the
+	// producer's state, not the record's: such a record gets the client's
+	// fatal error (not attempted), and the client is replaced. A record
+	// refused for what it is (too large, an unknown topic) keeps its error.
 	if ferr := p.GetFatalError(); ferr != nil {
 		for i, e := range errs {
-			if e != nil && !isFatal(e) {
+			if producerStateError(e) {
 				errs[i] = fmt.Errorf("%w (this record: %v)", ferr, e)
 			}
 		}

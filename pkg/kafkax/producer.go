@@ -71,13 +71,14 @@ const (
 type FatalWaitError struct {
 	// Cause is the last fatal error's text.
 	Cause string
-	// Left is how long until the next client is built.
-	Left time.Duration
+	// Next is when the next client is built (a time, not a countdown: the
+	// text may be shown long after, e.g. as a readiness reason).
+	Next time.Time
 }
 
 func (e *FatalWaitError) Error() string {
-	return fmt.Sprintf("kafka producer: new clients keep hitting a fatal error before delivering anything (%s); the next is built in %s",
-		e.Cause, e.Left.Round(time.Millisecond))
+	return fmt.Sprintf("kafka producer: new clients keep hitting a fatal error before delivering anything (%s); the next is built at %s",
+		e.Cause, e.Next.UTC().Format("15:04:05.000Z"))
 }
 
 func (e *FatalWaitError) Unwrap() []error {
@@ -287,8 +288,8 @@ func (pr *Producer) client() (*client, error) {
 	if pr.p != nil {
 		pr.dropLocked(pr.p.p.GetFatalError())
 	}
-	if left := time.Until(pr.nextClient); left > 0 {
-		return nil, &FatalWaitError{Cause: pr.fatalCause, Left: left}
+	if time.Now().Before(pr.nextClient) {
+		return nil, &FatalWaitError{Cause: pr.fatalCause, Next: pr.nextClient}
 	}
 	nc, err := pr.newClient()
 	if err != nil {

@@ -71,7 +71,8 @@ func TestRelayClaimsDuringALongHold(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
 	// Held index entries until a full rescan outlasts twice the shortest
-	// claim bound (100 ms): 300,000 took 0.2–0.3 s on the 2-core VMs.
+	// claim bound (100 ms), and so the bound below (a third of it, at
+	// least 100 ms): 300,000 took 0.2–0.3 s on the 2-core VMs.
 	var rescan time.Duration
 	seeded := 0
 	for round := 1; rescan <= 250*time.Millisecond; round++ {
@@ -91,7 +92,6 @@ func TestRelayClaimsDuringALongHold(t *testing.T) {
 	// 0.3 s alone took over 3 s).
 	dbTimeout := max(rescan/3, 100*time.Millisecond).Round(10 * time.Millisecond)
 	t.Logf("figures: full rescan over %d held index entries: %s; claims bounded at %s", 2*seeded, rescan.Round(time.Millisecond), dbTimeout)
-	require.Greater(t, rescan, 2*dbTimeout, "the rescan must outlast the claim's bound for this test to show anything")
 
 	rows := make([]outbox.Event, 20)
 	for i := range rows {

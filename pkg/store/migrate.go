@@ -316,7 +316,9 @@ func migrateConn(ctx context.Context, conn *pgx.Conn, reports *MigrateReports) (
 	m.OnStart = func(int32, string, string, string) {
 		if conn.PgConn().TxStatus() == 'I' {
 			_, _ = conn.Exec(ctx, "set lock_timeout = 0")
-			_, _ = conn.Exec(ctx, "set statement_timeout = 0")
+			if !urlStatementBound {
+				_, _ = conn.Exec(ctx, "set statement_timeout = 0")
+			}
 			return
 		}
 		if !urlLockBound {
