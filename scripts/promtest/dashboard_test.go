@@ -13,6 +13,14 @@ import (
 // dashboardPath is the Grafana dashboard the chart ships.
 var dashboardPath = filepath.Join("..", "..", "charts", "pcp-route-processing", "dashboards", "pcp-route-processing.json")
 
+// templateVar is a dashboard variable: its query, and the regex Grafana
+// applies to the values the query lists.
+type templateVar struct {
+	Name       string `json:"name"`
+	Definition string `json:"definition"`
+	Regex      string `json:"regex"`
+}
+
 // panelQuery is one target of one panel.
 type panelQuery struct {
 	panel, refID, legend, expr string
@@ -22,7 +30,7 @@ type panelQuery struct {
 // panels included) with Grafana's variables replaced as Grafana would with
 // this test's scrape interval, and the template variables' own queries by
 // name.
-func dashboardQueries(t *testing.T, ns string) (queries []panelQuery, vars map[string]string) {
+func dashboardQueries(t *testing.T, ns string) (queries []panelQuery, vars map[string]templateVar) {
 	t.Helper()
 	raw, err := os.ReadFile(dashboardPath)
 	if err != nil {
@@ -40,10 +48,7 @@ func dashboardQueries(t *testing.T, ns string) (queries []panelQuery, vars map[s
 	var dash struct {
 		Panels     []json.RawMessage `json:"panels"`
 		Templating struct {
-			List []struct {
-				Name       string `json:"name"`
-				Definition string `json:"definition"`
-			} `json:"list"`
+			List []templateVar `json:"list"`
 		} `json:"templating"`
 	}
 	if err := json.Unmarshal(raw, &dash); err != nil {
@@ -63,21 +68,25 @@ func dashboardQueries(t *testing.T, ns string) (queries []panelQuery, vars map[s
 		}
 	}
 	walk(dash.Panels)
-	vars = map[string]string{}
+	vars = map[string]templateVar{}
 	for _, v := range dash.Templating.List {
-		vars[v.Name] = v.Definition
+		vars[v.Name] = v
 	}
 	return queries, vars
 }
 
 var leftover = regexp.MustCompile(`\$\{?\w+`)
 
+// release is what the dashboard's $release variable takes from the
+// ingestor's job (its regex), and the relay's job ends it too.
+var release = strings.TrimSuffix(ingestorJob, "-ingestor")
+
 // substitute replaces the dashboard's variables. $__rate_interval is
 // Grafana's max(4 × scrape interval, $__interval): 4s with this test's 1s
 // scrapes (with the chart's 30s it is 2m), so a rate always spans at least
 // four samples; $__interval is the step (1s); $namespace is the release
-// namespace, $ingestor and $relay the release's jobs (another release may
-// share the namespace). A variable left over is a query this test cannot run as
+// namespace, $release the release's full name, which its jobs (Services)
+// end (another release may share the namespace). A variable left over is a query this test cannot run as
 // Grafana would, hence an error.
 func substitute(t *testing.T, expr, ns string) string {
 	t.Helper()
@@ -86,8 +95,7 @@ func substitute(t *testing.T, expr, ns string) string {
 		"$__interval", "1s", "${__interval}", "1s",
 		"$__range", "5m", "${__range}", "5m",
 		"$namespace", ns, "${namespace}", ns,
-		"$ingestor", ingestorJob, "${ingestor}", ingestorJob,
-		"$relay", relayJob, "${relay}", relayJob,
+		"$release", release, "${release}", release,
 	)
 	out := r.Replace(expr)
 	if m := leftover.FindString(out); m != "" {
