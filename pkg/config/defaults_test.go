@@ -1,10 +1,8 @@
 package config
 
 import (
-	"maps"
 	"os"
 	"regexp"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,7 +26,11 @@ func TestIngestorDefaultsStatedMatchTheCode(t *testing.T) {
 
 func TestRelayDefaultsStatedMatchTheCode(t *testing.T) {
 	t.Parallel()
-	requireStatedDefaults(t, LoadRelay, slices.Sorted(maps.Values(relayVars())), map[string]map[string]string{
+	names := make([]string, 0, len(relayVars))
+	for _, v := range relayVars {
+		names = append(names, v.name)
+	}
+	requireStatedDefaults(t, LoadRelay, names, map[string]map[string]string{
 		"outbox": {
 			"maxAttempts":    "OUTBOX_MAX_ATTEMPTS",
 			"initialBackoff": "OUTBOX_INITIAL_BACKOFF",

@@ -2,8 +2,9 @@ package config
 
 import (
 	"errors"
-	"sort"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/pcp/route-processing/pkg/relay"
 )
@@ -21,37 +22,38 @@ type Relay struct {
 	ListenURL string
 }
 
-// relayVars names the environment variable of each relay.Config field that
-// one sets.
-func relayVars() map[string]string {
-	return map[string]string{
-		"MaxAttempts":           "OUTBOX_MAX_ATTEMPTS",
-		"InitialBackoff":        "OUTBOX_INITIAL_BACKOFF",
-		"MaxBackoff":            "OUTBOX_MAX_BACKOFF",
-		"LockTimeout":           "OUTBOX_LOCK_TIMEOUT",
-		"BatchSize":             "OUTBOX_BATCH_SIZE",
-		"PollInterval":          "OUTBOX_POLL_INTERVAL",
-		"PublishTimeout":        "OUTBOX_PUBLISH_TIMEOUT",
-		"Retention":             "OUTBOX_RETENTION",
-		"ProbeMaxBackoff":       "OUTBOX_PROBE_MAX_BACKOFF",
-		"Workers":               "OUTBOX_WORKERS",
-		"RetentionInterval":     "OUTBOX_RETENTION_INTERVAL",
-		"RetentionBatch":        "OUTBOX_RETENTION_BATCH",
-		"StatsInterval":         "OUTBOX_STATS_INTERVAL",
-		"ClaimFullScanInterval": "OUTBOX_CLAIM_FULL_SCAN_INTERVAL",
-		"ClaimWatermarkMargin":  "OUTBOX_CLAIM_WATERMARK_MARGIN",
-		"DBTimeout":             "OUTBOX_DB_TIMEOUT",
-		"ReindexInterval":       "OUTBOX_REINDEX_INTERVAL",
-		"ReindexMinBytes":       "OUTBOX_REINDEX_MIN_BYTES",
-	}
+// relayVars maps the OUTBOX_* variables onto relay.Config fields. Each is
+// read strictly (a count of at least 1, a positive duration) rather than
+// parsed blindly: relay.Config's zero value means "default", so a variable
+// set to 0 must be refused here, naming it, instead of silently becoming
+// the default. Those marked off take 0 for "off" instead, passed on as the
+// negative value relay.Config reads as off.
+var relayVars = []relayVar{
+	{"OUTBOX_MAX_ATTEMPTS", "MaxAttempts", false, func(c *relay.Config) any { return &c.MaxAttempts }},
+	{"OUTBOX_INITIAL_BACKOFF", "InitialBackoff", false, func(c *relay.Config) any { return &c.InitialBackoff }},
+	{"OUTBOX_MAX_BACKOFF", "MaxBackoff", false, func(c *relay.Config) any { return &c.MaxBackoff }},
+	{"OUTBOX_LOCK_TIMEOUT", "LockTimeout", false, func(c *relay.Config) any { return &c.LockTimeout }},
+	{"OUTBOX_BATCH_SIZE", "BatchSize", false, func(c *relay.Config) any { return &c.BatchSize }},
+	{"OUTBOX_POLL_INTERVAL", "PollInterval", false, func(c *relay.Config) any { return &c.PollInterval }},
+	{"OUTBOX_PUBLISH_TIMEOUT", "PublishTimeout", false, func(c *relay.Config) any { return &c.PublishTimeout }},
+	{"OUTBOX_RETENTION", "Retention", true, func(c *relay.Config) any { return &c.Retention }},
+	{"OUTBOX_PROBE_MAX_BACKOFF", "ProbeMaxBackoff", false, func(c *relay.Config) any { return &c.ProbeMaxBackoff }},
+	{"OUTBOX_WORKERS", "Workers", false, func(c *relay.Config) any { return &c.Workers }},
+	{"OUTBOX_RETENTION_INTERVAL", "RetentionInterval", false, func(c *relay.Config) any { return &c.RetentionInterval }},
+	{"OUTBOX_RETENTION_BATCH", "RetentionBatch", false, func(c *relay.Config) any { return &c.RetentionBatch }},
+	{"OUTBOX_STATS_INTERVAL", "StatsInterval", false, func(c *relay.Config) any { return &c.StatsInterval }},
+	{"OUTBOX_CLAIM_FULL_SCAN_INTERVAL", "ClaimFullScanInterval", true, func(c *relay.Config) any { return &c.ClaimFullScanInterval }},
+	{"OUTBOX_CLAIM_WATERMARK_MARGIN", "ClaimWatermarkMargin", false, func(c *relay.Config) any { return &c.ClaimWatermarkMargin }},
+	{"OUTBOX_DB_TIMEOUT", "DBTimeout", false, func(c *relay.Config) any { return &c.DBTimeout }},
+	{"OUTBOX_REINDEX_INTERVAL", "ReindexInterval", true, func(c *relay.Config) any { return &c.ReindexInterval }},
+	{"OUTBOX_REINDEX_MIN_BYTES", "ReindexMinBytes", false, func(c *relay.Config) any { return &c.ReindexMinBytes }},
 }
 
-// The relay's variables are read with positiveInt/duration rather than parsed
-// blindly: relay.Config's zero value means "default", so a variable set to
-// 0 (or below 1) must be refused here, naming it, instead of silently
-// becoming the default. Three take 0 for "off" instead (OUTBOX_RETENTION,
-// OUTBOX_CLAIM_FULL_SCAN_INTERVAL, OUTBOX_REINDEX_INTERVAL): their 0 is
-// passed on as the negative value relay.Config reads as off.
+type relayVar struct {
+	name, field string
+	off         bool
+	dst         func(*relay.Config) any
+}
 
 // outboxMaxAttempts reads OUTBOX_MAX_ATTEMPTS, which both binaries read
 // (the ingestor stores it in new rows' max_attempts): one set of bounds,
@@ -66,54 +68,35 @@ func (r *reader) outboxMaxAttempts(def int) int {
 // relay.Config.Validate rejects.
 func LoadRelay(environ []string) (Relay, error) {
 	r := newReader(environ)
-	v := relayVars()
-	c := Relay{
-		Common: r.common(),
-		Config: relay.Config{
-			MaxAttempts:           r.outboxMaxAttempts(0), // 0: relay's default
-			InitialBackoff:        r.duration(v["InitialBackoff"], 0, false),
-			MaxBackoff:            r.duration(v["MaxBackoff"], 0, false),
-			LockTimeout:           r.duration(v["LockTimeout"], 0, false),
-			BatchSize:             r.positiveInt(v["BatchSize"]),
-			PollInterval:          r.duration(v["PollInterval"], 0, false),
-			PublishTimeout:        r.duration(v["PublishTimeout"], 0, false),
-			Retention:             r.duration(v["Retention"], 0, true),
-			ProbeMaxBackoff:       r.duration(v["ProbeMaxBackoff"], 0, false),
-			Workers:               r.positiveInt(v["Workers"]),
-			RetentionInterval:     r.duration(v["RetentionInterval"], 0, false),
-			RetentionBatch:        r.positiveInt(v["RetentionBatch"]),
-			StatsInterval:         r.duration(v["StatsInterval"], 0, false),
-			ClaimFullScanInterval: r.duration(v["ClaimFullScanInterval"], 0, true),
-			ClaimWatermarkMargin:  r.duration(v["ClaimWatermarkMargin"], 0, false),
-			DBTimeout:             r.duration(v["DBTimeout"], 0, false),
-			ReindexInterval:       r.duration(v["ReindexInterval"], 0, true),
-			ReindexMinBytes:       int64(r.positiveInt(v["ReindexMinBytes"])),
-		},
+	c := Relay{Common: r.common()}
+	for _, v := range relayVars {
+		switch dst := v.dst(&c.Config).(type) {
+		case *int:
+			if v.field == "MaxAttempts" {
+				*dst = r.outboxMaxAttempts(0) // the ingestor's bounds; 0: relay's default
+			} else {
+				*dst = r.positiveInt(v.name)
+			}
+		case *int64:
+			*dst = int64(r.positiveInt(v.name))
+		case *time.Duration:
+			*dst = r.duration(v.name, 0, v.off)
+			if s := r.env[v.name]; v.off && s != "" && *dst == 0 {
+				*dst = -1 // set to 0: off
+			}
+		}
 	}
 	// Blank is unset, as for the required URL.
 	c.ListenURL = c.DatabaseURL
 	if u := r.env["DATABASE_LISTEN_URL"]; strings.TrimSpace(u) != "" {
 		c.ListenURL = u
 	}
-	if s, set := r.env[v["ClaimFullScanInterval"]]; set && s != "" && c.ClaimFullScanInterval == 0 {
-		c.ClaimFullScanInterval = -1 // 0 turns the claim watermark off
-	}
-	if s, set := r.env[v["ReindexInterval"]]; set && s != "" && c.ReindexInterval == 0 {
-		c.ReindexInterval = -1 // OUTBOX_REINDEX_INTERVAL=0 turns the reindexer off
-	}
-	if s, set := r.env[v["Retention"]]; set && s != "" && c.Retention == 0 {
-		c.Retention = -1 // OUTBOX_RETENTION=0 disables the sweep
-	}
 	if r.err != nil {
 		return c, r.err
 	}
 	var fe *relay.FieldError
 	if err := c.Validate(); errors.As(err, &fe) {
-		name, ok := v[fe.Field]
-		if !ok {
-			name = "OUTBOX_*"
-		}
-		return c, &Error{Var: name, Reason: relayFieldsToVars(v).Replace(fe.Reason)}
+		return c, &Error{Var: relayVarOf(fe.Field), Reason: relayFieldsToVars().Replace(fe.Reason)}
 	} else if err != nil {
 		return c, err
 	}
@@ -121,19 +104,27 @@ func LoadRelay(environ []string) (Relay, error) {
 	return c, nil
 }
 
+// relayVarOf names the variable behind a relay.Config field (OUTBOX_* when
+// no variable sets it).
+func relayVarOf(field string) string {
+	for _, v := range relayVars {
+		if v.field == field {
+			return v.name
+		}
+	}
+	return "OUTBOX_*"
+}
+
 // relayFieldsToVars rewrites the relay.Config field names a rule's reason
 // mentions ("is less than InitialBackoff") as their variables. Longer names
 // go first: at one position the replacer takes the first that matches, and
 // RetentionInterval must not become OUTBOX_RETENTIONInterval.
-func relayFieldsToVars(vars map[string]string) *strings.Replacer {
-	fields := make([]string, 0, len(vars))
-	for f := range vars {
-		fields = append(fields, f)
-	}
-	sort.Slice(fields, func(i, j int) bool { return len(fields[i]) > len(fields[j]) })
-	pairs := make([]string, 0, 2*len(fields))
-	for _, f := range fields {
-		pairs = append(pairs, f, vars[f])
+func relayFieldsToVars() *strings.Replacer {
+	vars := slices.Clone(relayVars)
+	slices.SortFunc(vars, func(a, b relayVar) int { return len(b.field) - len(a.field) })
+	pairs := make([]string, 0, 2*len(vars))
+	for _, v := range vars {
+		pairs = append(pairs, v.field, v.name)
 	}
 	return strings.NewReplacer(pairs...)
 }
