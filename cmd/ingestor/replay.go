@@ -15,26 +15,11 @@ import (
 	"github.com/pcp/route-processing/pkg/obs"
 )
 
-// runDLQReplay is `ingestor dlq-replay`: it re-publishes selected records of
-// TOPIC_INPUT_DLQ to TOPIC_INPUT (or --to) with their original key, value and
-// headers, the kafka_dlt-* and pcp-error-* headers dropped. It reads without
-// a consumer group up to the end of the DLQ as it is at start, waits for
-// every delivery report and prints one line per selected record and a
-// summary on stdout.
-//
-//	ingestor dlq-replay [--partition N[,N...]] [--from-offset N] [--to-offset N]
-//	                    [--since TIME] [--until TIME] [--category CONTRACT|RETRYABLE|FATAL]
-//	                    [--field-prefix P] [--to TOPIC] [--dry-run]
-//
-// Partitions and offsets are the DLQ's; --since/--until (RFC 3339, since
-// inclusive, until exclusive) compare the DLQ record's timestamp, i.e. when
-// it was dead-lettered. Needs KAFKA_BOOTSTRAP_SERVERS (+ KAFKA_PROPERTY_*,
-// TOPIC_INPUT, TOPIC_INPUT_DLQ, the output topics, LOG_*), not DATABASE_URL.
-// Exit status 0 when every selected record was acknowledged (but those
-// held without their value, which cannot be replayed), 1 when a
-// delivery failed or the DLQ could not be read, 2 on a bad flag or setting
-// (a --partition the DLQ does not have included). See package dlqreplay and
-// `ingestor dlq-replay --help`.
+// runDLQReplay is `ingestor dlq-replay`: it builds the DLQ reader and the
+// producer from the ingestor's environment (DATABASE_URL is not needed),
+// runs package dlqreplay, and prints its lines and summary on stdout. The
+// flags, the output and the exit status are dlqreplay.Usage's (the
+// `--help` text) and the package doc's (the runbook).
 func runDLQReplay(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	opts, err := dlqreplay.ParseArgs(args)
 	if errors.Is(err, flag.ErrHelp) {

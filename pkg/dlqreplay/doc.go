@@ -75,6 +75,9 @@
 //	ingestor dlq-replay --category CONTRACT --since 2026-04-28T00:00:00Z --dry-run
 //	ingestor dlq-replay --category CONTRACT --since 2026-04-28T00:00:00Z
 //
-// Replayed records that fail again are dead-lettered again, as new DLQ
-// records with new offsets.
+// A record sent back to the topic it came from goes to its original
+// partition when the topic has it (read in order with its key's other
+// records); any other where the producer's partitioner puts it. Replayed
+// records that fail again are dead-lettered again, as new DLQ records with
+// new offsets.
 package dlqreplay

@@ -18,7 +18,8 @@ const Usage = `usage: ingestor dlq-replay [flags]
 
 Re-publish dead-lettered records from TOPIC_INPUT_DLQ to TOPIC_INPUT (or --to)
 with their original key, value and headers (kafka_dlt-* and pcp-error-*
-headers dropped). Reads without a consumer group, up to the end of the DLQ as
+headers dropped); a record sent back to the topic it came from goes to its
+original partition when the topic has it. Reads without a consumer group, up to the end of the DLQ as
 it is at start, then prints a summary and exits. Exit status 0 when every
 selected record was acknowledged, except those held without their value
 (or key and headers; counted as omitted=N, with a warning: they cannot be replayed), 1 when a
