@@ -207,6 +207,15 @@ func (pr *Producer) newClient() (*client, error) {
 		"compression.type":        Compression,
 		"batch.num.messages":      10000,
 		"socket.keepalive.enable": true,
+		// A key goes to the partition the Java clients (and so Kafka
+		// Streams and Spring) put it in: murmur2 of the key; a record
+		// without a key to any partition. librdkafka's default (CRC32 of
+		// the key) put a route's events elsewhere than a Java producer of
+		// the same topic would, which breaks co-partitioned joins
+		// downstream, and put a dead letter on another partition of the
+		// DLQ than the Java producer of its original (same key, same
+		// partition count) had chosen.
+		"partitioner": "murmur2_random",
 		// librdkafka's own default (1,000,000 bytes) is below the
 		// ingestor's 1 MiB record limit, so a dead-lettered record near the
 		// limit would fail locally; the topic's max.message.bytes is the
