@@ -116,7 +116,10 @@ func (h *health) unreached(ctx context.Context, err error) {
 	if !h.warned.Swap(true) {
 		h.logger.WarnContext(ctx, h.component+" not reachable yet; retrying", "err", err)
 	}
-	h.ready.Set(h.component, h.initial) // an old schema's reason no longer holds
+	// In the relay's words for the same failure (a refused password is
+	// "server error, SQLSTATE 28P01"), replacing an old schema's reason,
+	// which no longer holds.
+	h.ready.Set(h.component, h.symptom(err))
 }
 
 // fail marks the dependency unavailable; /readyz gives h.symptom's words.

@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pcp/route-processing/pkg/obs"
@@ -57,7 +61,7 @@ func TestCallWatchCutsOnlyCallsSentBeforeTheLastFailedProbe(t *testing.T) {
 // TestUnreachedSaysSchemaAfterAnotherError: a start usually sees
 // "connection refused" before the database answers; an old schema found
 // then still gets its own ERROR and /readyz reason, and a later network
-// error takes that reason back.
+// error replaces that reason with its own, in the words the relay uses.
 func TestUnreachedSaysSchemaAfterAnotherError(t *testing.T) {
 	var logs strings.Builder
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
@@ -74,8 +78,12 @@ func TestUnreachedSaysSchemaAfterAnotherError(t *testing.T) {
 	if err := ready.Check(); err == nil || !strings.Contains(err.Error(), "run `ingestor migrate`") {
 		t.Fatalf("readiness %v, want the schema's reason", err)
 	}
-	h.unreached(ctx, errors.New("connection refused"))
-	if err := ready.Check(); err == nil || !strings.Contains(err.Error(), "not reached yet") {
-		t.Fatalf("readiness %v after a network error, want the initial reason back", err)
+	h.unreached(ctx, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)})
+	if err := ready.Check(); err == nil || !strings.Contains(err.Error(), "postgres: connection refused") {
+		t.Fatalf("readiness %v after a refused connection, want its symptom", err)
+	}
+	h.unreached(ctx, &pgconn.PgError{Severity: "FATAL", Code: "28P01"})
+	if err := ready.Check(); err == nil || !strings.Contains(err.Error(), "postgres: server error, SQLSTATE 28P01") {
+		t.Fatalf("readiness %v after a refused password, want its SQLSTATE", err)
 	}
 }
