@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,13 +95,25 @@ func consumerEnforced(cfg ConsumerConfig) kafka.ConfigMap {
 	}
 }
 
+// brokerAssigned reports whether the operator's properties choose the
+// consumer group protocol of KIP-848 (group.protocol=consumer), in which
+// the brokers assign partitions, over the classic one.
+func brokerAssigned(props map[string]string) bool {
+	for k, v := range props {
+		if canonicalProperty(k) == "group.protocol" {
+			return strings.EqualFold(strings.TrimSpace(v), "consumer")
+		}
+	}
+	return false
+}
+
 // NewConsumer creates the consumer. It does not wait for the brokers:
 // librdkafka starts connecting to them in the background.
 func NewConsumer(logger *slog.Logger, cfg ConsumerConfig) (*Consumer, error) {
 	if cfg.GroupID == "" || cfg.Topic == "" {
 		return nil, errors.New("kafka consumer: group and topic are required")
 	}
-	m := configMap(logger, cfg.ClientConfig, kafka.ConfigMap{
+	defaults := kafka.ConfigMap{
 		"auto.offset.reset":       "earliest",
 		"socket.keepalive.enable": true,
 		// Polled records wait in memory while the database is down, so the
@@ -122,7 +135,16 @@ func NewConsumer(logger *slog.Logger, cfg ConsumerConfig) (*Consumer, error) {
 		"session.timeout.ms": int(SessionTimeout.Milliseconds()),
 		// For LinkProblem (linkhealth.go).
 		"statistics.interval.ms": int(statsInterval.Milliseconds()),
-	}, consumerEnforced(cfg))
+	}
+	enforced := consumerEnforced(cfg)
+	if brokerAssigned(cfg.Properties) {
+		// The brokers assign the partitions (group.remote.assignor) and
+		// keep the session timeout: librdkafka refuses either set by the
+		// client. Rebalances are incremental, as cooperative-sticky's.
+		delete(defaults, "session.timeout.ms")
+		delete(enforced, "partition.assignment.strategy")
+	}
+	m := configMap(logger, cfg.ClientConfig, defaults, enforced)
 	stopLogs := bridgeLogs(logger, m, "consumer")
 	c, err := kafka.NewConsumer(&m)
 	if err != nil {
