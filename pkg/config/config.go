@@ -48,6 +48,9 @@ func (c Common) ProducerProperties() map[string]string {
 // PropertyError) which variables set it, so that the process's one line
 // names them; other errors are returned as they are. consumer says which
 // kind of client refused it: the other kind's variables did not reach it.
+// When librdkafka's message names no property ("Unsupported SASL
+// mechanism: X"), it is told every variable that reached the client: one
+// of them, or their combination, was refused.
 func (c Common) NameVariables(err error, consumer bool) error {
 	var pe interface {
 		PropertyNames() []string
@@ -60,11 +63,21 @@ func (c Common) NameVariables(err error, consumer bool) error {
 	if consumer {
 		own = KafkaConsumerPropertyPrefix
 	}
+	reached := func(v string) bool { return strings.HasPrefix(v, KafkaPropertyPrefix) || strings.HasPrefix(v, own) }
 	var vars []string
 	for _, name := range pe.PropertyNames() {
 		for _, v := range c.kafkaVars[name] {
-			if strings.HasPrefix(v, KafkaPropertyPrefix) || strings.HasPrefix(v, own) {
+			if reached(v) {
 				vars = append(vars, v)
+			}
+		}
+	}
+	if len(pe.PropertyNames()) == 0 {
+		for _, vs := range c.kafkaVars {
+			for _, v := range vs {
+				if reached(v) {
+					vars = append(vars, v)
+				}
 			}
 		}
 	}

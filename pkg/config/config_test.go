@@ -405,6 +405,11 @@ func TestNameVariables(t *testing.T) {
 	c.NameVariables(pe, false)
 	require.Nil(t, pe.vars, "the producer never saw the consumer's variable")
 
+	pe = &propertyErr{}
+	c.NameVariables(pe, true)
+	require.Equal(t, []string{"KAFKA_CONSUMER_PROPERTY_FETCH_MAX_BYTES", "KAFKA_PROPERTY_QUEUE_BUFFERING_MAX_MS"}, pe.vars,
+		"a message naming no property gets every variable that reached the client")
+
 	other := errors.New("not a property")
 	require.Same(t, other, c.NameVariables(other, true))
 }

@@ -199,8 +199,11 @@ type PropertyError struct {
 func (e *PropertyError) Error() string {
 	// librdkafka's message ends with a newline: the process's one line.
 	where := "check the KAFKA_PROPERTY_*, KAFKA_CONSUMER_PROPERTY_* and KAFKA_PRODUCER_PROPERTY_* variables"
-	if len(e.variables) > 0 {
+	switch {
+	case len(e.variables) > 0 && len(e.names) > 0:
 		where = "set by " + strings.Join(e.variables, ", ")
+	case len(e.variables) > 0:
+		where = "librdkafka names no property; the variables that reached it: " + strings.Join(e.variables, ", ")
 	}
 	return fmt.Sprintf("create %s: %s (%s)", e.Client, strings.TrimSpace(e.Err.Error()), where)
 }
@@ -219,7 +222,8 @@ func (e *PropertyError) Setting() string {
 // set (librdkafka's, and its aliases), none when the message names none.
 func (e *PropertyError) PropertyNames() []string { return e.names }
 
-// SetVariables records the environment variables that set the property,
+// SetVariables records the environment variables that set the property
+// (every one that reached the client when the message names no property),
 // for the message: this package knows properties, not the variables an
 // operator sets them with.
 func (e *PropertyError) SetVariables(names ...string) { e.variables = names }

@@ -147,3 +147,20 @@ func TestCreateRefusesBadPropertiesAsSettingErrors(t *testing.T) {
 		require.NotContains(t, err.Error(), "\n", "one line")
 	}
 }
+
+// A refusal whose message names no property ("Unsupported SASL
+// mechanism") is still a setting error, and, told the variables that
+// reached the client, names them as candidates rather than as the setter.
+func TestARefusalNamingNoPropertyListsTheVariables(t *testing.T) {
+	t.Parallel()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cc := ClientConfig{BootstrapServers: "127.0.0.1:1", Properties: map[string]string{
+		"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "BOGUS"}}
+	_, err := NewProducer(logger, ProducerConfig{ClientConfig: cc})
+	var pe *PropertyError
+	require.ErrorAs(t, err, &pe)
+	require.Empty(t, pe.PropertyNames(), "librdkafka's message: %v", err)
+	pe.SetVariables("KAFKA_PROPERTY_SASL_MECHANISMS", "KAFKA_PROPERTY_SECURITY_PROTOCOL")
+	require.Contains(t, err.Error(), "librdkafka names no property; the variables that reached it: KAFKA_PROPERTY_SASL_MECHANISMS, KAFKA_PROPERTY_SECURITY_PROTOCOL")
+	require.NotContains(t, err.Error(), "set by")
+}
