@@ -89,11 +89,17 @@ func runOps(ctx context.Context, cmd string, args, environ []string, stdout, std
 	watch := store.NewOutbox(watchPool)
 
 	err = runOp(ctx, cmd, f, ob, watch, stdout, stderr)
-	if errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case !errors.Is(err, context.DeadlineExceeded):
+	case ctx.Err() != nil:
 		// Said plainly: the bare "context deadline exceeded" of a server
 		// that never answered (a pooler waiting for a PostgreSQL that is
 		// down) read like a fault of the command.
 		err = fmt.Errorf("%w (no answer within the command's %s: a lock it waited for, named above if so, or PostgreSQL, or the pooler in front of it, not answering)", err, opsTimeout)
+	default:
+		// A connection's own bound ran out first: the host accepted the
+		// connection and said nothing.
+		err = fmt.Errorf("%w (no answer to the connection within its connect_timeout, %s unless DATABASE_URL sets one: PostgreSQL, or the pooler in front of it, not answering)", err, store.DefaultConnectTimeout)
 	}
 	return schemaHint(ctx, ob, err)
 }

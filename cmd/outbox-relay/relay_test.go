@@ -213,6 +213,17 @@ func TestOps(t *testing.T) {
 		require.Error(t, err)
 		require.Equal(t, 1, config.ExitCode(err))
 		require.ErrorContains(t, err, "or PostgreSQL, or the pooler in front of it, not answering")
+		require.ErrorContains(t, err, "within the command's")
+
+		// The connection's own bound runs out first: the error names that
+		// bound, not the command's, which had not run out.
+		start := time.Now()
+		err = run(ctx, []string{"stats"}, []string{"DATABASE_URL=postgres://u:pw@" + ln.Addr().String() + "/db?connect_timeout=1"}, io.Discard, io.Discard)
+		require.Error(t, err)
+		require.Less(t, time.Since(start), opsTimeout/2)
+		require.Equal(t, 1, config.ExitCode(err))
+		require.ErrorContains(t, err, "within its connect_timeout")
+		require.NotContains(t, err.Error(), "within the command's")
 	})
 
 	// On a database nobody migrated a command says what to do, not only
