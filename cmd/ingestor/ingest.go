@@ -90,6 +90,7 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	}
 	defer func() { producer.Close(stopClock.Left(5 * time.Second)) }()
 	gctune.Apply(environ, "/sys/fs/cgroup").Log(ctx, logger)
+	config.WarnUnknown(ctx, logger, environ)
 
 	// Not ready until PostgreSQL and a broker were reached: registered
 	// before HTTP serves, so that no /readyz answers 200 in between.

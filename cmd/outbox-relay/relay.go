@@ -85,6 +85,7 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	defer func() { producer.Close(stopClock.Left(3 * time.Second)) }()
 
 	gctune.Apply(environ, "/sys/fs/cgroup").Log(ctx, log)
+	config.WarnUnknown(ctx, log, environ)
 
 	// HTTP outlives ctx until the relay has stopped, so /metrics can be
 	// scraped during the drain.

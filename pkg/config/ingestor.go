@@ -25,7 +25,10 @@ type Ingestor struct {
 
 // LoadIngestor reads the ingestor's configuration from environ (os.Environ form).
 func LoadIngestor(environ []string) (Ingestor, error) {
-	r := newReader(environ)
+	return loadIngestor(newReader(environ))
+}
+
+func loadIngestor(r *reader) (Ingestor, error) {
 	c := Ingestor{
 		Common:        r.common(),
 		ConsumerGroup: r.nonBlank("KAFKA_CONSUMER_GROUP", "pcp-route-processing-service"),

@@ -21,6 +21,8 @@ import (
 type reader struct {
 	env map[string]string
 	err error
+	// read: the variables asked for, set or not (UnknownVariables).
+	read map[string]bool
 	// kafkaVars: property → the KAFKA_*PROPERTY_* variables that set it.
 	kafkaVars map[string][]string
 }
@@ -32,7 +34,15 @@ func newReader(environ []string) *reader {
 			env[k] = v
 		}
 	}
-	return &reader{env: env, kafkaVars: map[string][]string{}}
+	return &reader{env: env, read: map[string]bool{}, kafkaVars: map[string][]string{}}
+}
+
+// get returns variable name's value and whether it is set, noting that
+// it was asked for.
+func (r *reader) get(name string) (string, bool) {
+	r.read[name] = true
+	v, ok := r.env[name]
+	return v, ok
 }
 
 func (r *reader) fail(name, reason string) {
@@ -100,7 +110,7 @@ func (r *reader) distinctTopics(c Common) {
 }
 
 func (r *reader) required(name string) string {
-	v := r.env[name]
+	v, _ := r.get(name)
 	if strings.TrimSpace(v) == "" {
 		r.fail(name, "required but not set")
 	}
@@ -110,7 +120,7 @@ func (r *reader) required(name string) string {
 // str returns the variable, or def when it is unset or empty: an empty value
 // in a Kubernetes manifest means "not set".
 func (r *reader) str(name, def string) string {
-	if v := r.env[name]; v != "" {
+	if v, _ := r.get(name); v != "" {
 		return v
 	}
 	return def
@@ -245,7 +255,7 @@ func (r *reader) nonBlank(name, def string) string {
 // default) when unset; the upper bound is the component's rule, checked by
 // its Validate.
 func (r *reader) positiveInt(name string) int {
-	s, ok := r.env[name]
+	s, ok := r.get(name)
 	if !ok || s == "" {
 		return 0
 	}
@@ -289,7 +299,7 @@ func (r *reader) level(name string) slog.Level {
 }
 
 func (r *reader) intRange(name string, def, lo, hi int) int {
-	s, ok := r.env[name]
+	s, ok := r.get(name)
 	if !ok || s == "" {
 		return def
 	}
@@ -306,7 +316,7 @@ func (r *reader) intRange(name string, def, lo, hi int) int {
 }
 
 func (r *reader) duration(name string, def time.Duration, zeroOK bool) time.Duration {
-	s, ok := r.env[name]
+	s, ok := r.get(name)
 	if !ok || s == "" {
 		return def
 	}
@@ -353,7 +363,7 @@ func (r *reader) kafkaProperties(prefix string) map[string]string {
 // setInt parses the variable into dst when it is set; the range is the
 // component's rule, checked by its Validate.
 func (r *reader) setInt(name string, dst *int) {
-	s, ok := r.env[name]
+	s, ok := r.get(name)
 	if !ok || s == "" {
 		return
 	}
@@ -367,7 +377,7 @@ func (r *reader) setInt(name string, dst *int) {
 
 // setDuration parses the variable into dst when it is set.
 func (r *reader) setDuration(name string, dst *time.Duration) {
-	s, ok := r.env[name]
+	s, ok := r.get(name)
 	if !ok || s == "" {
 		return
 	}

@@ -67,7 +67,10 @@ func (r *reader) outboxMaxAttempts(def int) int {
 // field zero, for relay's default) and names the variable of a field that
 // relay.Config.Validate rejects.
 func LoadRelay(environ []string) (Relay, error) {
-	r := newReader(environ)
+	return loadRelay(newReader(environ))
+}
+
+func loadRelay(r *reader) (Relay, error) {
 	c := Relay{Common: r.common()}
 	for _, v := range relayVars {
 		switch dst := v.dst(&c.Config).(type) {
@@ -81,14 +84,14 @@ func LoadRelay(environ []string) (Relay, error) {
 			*dst = int64(r.positiveInt(v.name))
 		case *time.Duration:
 			*dst = r.duration(v.name, 0, v.off)
-			if s := r.env[v.name]; v.off && s != "" && *dst == 0 {
+			if s, _ := r.get(v.name); v.off && s != "" && *dst == 0 {
 				*dst = -1 // set to 0: off
 			}
 		}
 	}
 	// Blank is unset, as for the required URL.
 	c.ListenURL = c.DatabaseURL
-	if u := r.env["DATABASE_LISTEN_URL"]; strings.TrimSpace(u) != "" {
+	if u, _ := r.get("DATABASE_LISTEN_URL"); strings.TrimSpace(u) != "" {
 		c.ListenURL = u
 	}
 	if r.err != nil {
