@@ -82,7 +82,12 @@ func runRelay(ctx context.Context, environ []string, stderr io.Writer) error {
 	if err != nil {
 		return cfg.NameVariables(err, false)
 	}
-	defer func() { producer.Close(stopClock.Left(3 * time.Second)) }()
+	// Not flushed: once the relay has stopped, a record still in the
+	// producer is one whose batch gave up waiting (its row given back, or
+	// its lease left to lapse), never marked PUBLISHED, so the next claim
+	// publishes it again anyway; delivering it now would only publish it
+	// twice. What is queued is dropped, a request in flight abandoned.
+	defer producer.Close(0)
 
 	gctune.Apply(environ, "/sys/fs/cgroup").Log(ctx, log)
 	config.WarnUnknown(ctx, log, environ)

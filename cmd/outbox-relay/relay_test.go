@@ -401,3 +401,47 @@ func TestPrintStatsEscapesControlCharacters(t *testing.T) {
 	require.Contains(t, out.String(), `line one\nline\ttwo\a`)
 	require.Contains(t, out.String(), "ROWS  LAST ERROR", "plain text stays as it is")
 }
+
+// TestRunRelayStopSendsNothingItGaveBack: a batch that could not be sent
+// while the brokers were unreachable is given back when the stop's grace
+// runs out; its records, still queued in the producer, must not go out
+// when the brokers come back during the exit: their rows are PENDING and
+// the next claim publishes them, so they would be published twice.
+func TestRunRelayStopSendsNothingItGaveBack(t *testing.T) {
+	t.Parallel()
+	url := testenv.DatabaseURL(t)
+	kafka := testenv.NewProxiedKafka(t, 1)
+	topic := testenv.CreateTopic(t, kafka.Addr(), "cmd-giveback", 1)
+	ctx := context.Background()
+	pool, err := store.Open(ctx, url, "test")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	env := []string{"DATABASE_URL=" + url, "KAFKA_BOOTSTRAP_SERVERS=" + kafka.Addr(), "HTTP_ADDR=" + freeAddr(t), "LOG_LEVEL=warn"}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	logs := &testenv.SyncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(runCtx, nil, env, io.Discard, logs) }()
+
+	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic})
+	require.Eventually(t, func() bool { return relaytest.Count(t, pool, outbox.StatusPublished) == 1 }, 30*time.Second, 20*time.Millisecond)
+
+	kafka.Proxy.Down(t)
+	rows := relaytest.MustInsert(t, pool, outbox.Event{Topic: topic}, outbox.Event{Topic: topic})
+	require.Eventually(t, func() bool { return relaytest.Get(t, pool, rows[0].ID).LockedUntil != nil }, 10*time.Second, 20*time.Millisecond)
+	cancel()
+	require.Eventually(t, func() bool { return relaytest.Get(t, pool, rows[0].ID).LockedUntil == nil }, 25*time.Second, 5*time.Millisecond,
+		"the batch given back at the end of the grace")
+	kafka.Proxy.Up(t) // the brokers are back while the relay exits
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("relay did not stop\n%s", logs.String())
+	}
+	time.Sleep(2 * time.Second) // a client closed without purging would have delivered by now (reconnects within 1 s)
+	require.Equal(t, 1, len(testenv.ReadAll(t, kafka.Addr(), topic)), "records on the topic: only the row marked PUBLISHED was sent")
+	for _, r := range rows {
+		require.Equal(t, outbox.StatusPending, relaytest.Get(t, pool, r.ID).Status)
+	}
+}
