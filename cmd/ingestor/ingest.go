@@ -88,7 +88,13 @@ func runIngest(ctx context.Context, environ []string, stderr io.Writer) error {
 	if err != nil {
 		return cfg.NameVariables(err, false)
 	}
-	defer func() { producer.Close(stopClock.Left(5 * time.Second)) }()
+	// Not flushed: once Run has returned, a dead letter still in the
+	// producer belongs to a batch that gave up waiting for it, whose
+	// offsets were not committed, so the next owner of the partition
+	// dead-letters the record again; delivering it now would only write
+	// the letter twice. What is queued is dropped, a request in flight
+	// abandoned.
+	defer producer.Close(0)
 	gctune.Apply(environ, "/sys/fs/cgroup").Log(ctx, logger)
 	config.WarnUnknown(ctx, logger, environ)
 
