@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pcp/route-processing/pkg/config"
@@ -336,29 +337,36 @@ func TestRunRelayPublishes(t *testing.T) {
 	require.False(t, strings.Contains(logs.String(), `"level":"ERROR"`), logs.String())
 }
 
-// TestRunRelayShutdownFrozenBroker: SIGTERM while a batch waits on a frozen
-// broker (SIGSTOP: connections open, nothing answers). The process stops
-// within the 30s of contract §5 and gives the leases back, no attempt
-// counted.
-func TestRunRelayShutdownFrozenBroker(t *testing.T) {
-	t.Parallel()
+// startPublishing runs the relay on a database of its own and bootstrap
+// until cancel (its SIGTERM), and returns once it has published a first row
+// to topic, with the database's pool, run's result (done) and its log.
+func startPublishing(t *testing.T, bootstrap, topic string) (*pgxpool.Pool, context.CancelFunc, <-chan error, *testenv.SyncBuffer) {
+	t.Helper()
 	url := testenv.DatabaseURL(t)
-	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 1})
-	topic := testenv.CreateTopic(t, broker.Addr(), "cmd-frozen", 1)
-	ctx := context.Background()
-	pool, err := store.Open(ctx, url, "test")
+	pool, err := store.Open(context.Background(), url, "test")
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	addr := freeAddr(t)
-	env := []string{"DATABASE_URL=" + url, "KAFKA_BOOTSTRAP_SERVERS=" + broker.Addr(), "HTTP_ADDR=" + addr, "LOG_LEVEL=warn"}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	env := []string{"DATABASE_URL=" + url, "KAFKA_BOOTSTRAP_SERVERS=" + bootstrap, "HTTP_ADDR=" + freeAddr(t), "LOG_LEVEL=warn"}
+	runCtx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	logs := &testenv.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(runCtx, nil, env, io.Discard, logs) }()
 
 	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic})
 	require.Eventually(t, func() bool { return relaytest.Count(t, pool, outbox.StatusPublished) == 1 }, 30*time.Second, 20*time.Millisecond)
+	return pool, cancel, done, logs
+}
+
+// TestRunRelayShutdownFrozenBroker: SIGTERM while a batch waits on a frozen
+// broker (SIGSTOP: connections open, nothing answers). The process stops
+// within the 30s of contract §5 and gives the leases back, no attempt
+// counted.
+func TestRunRelayShutdownFrozenBroker(t *testing.T) {
+	t.Parallel()
+	broker := testenv.NewBrokerProcess(t, testenv.BrokerOptions{Partitions: 1})
+	topic := testenv.CreateTopic(t, broker.Addr(), "cmd-frozen", 1)
+	pool, cancel, done, logs := startPublishing(t, broker.Addr(), topic)
 
 	broker.Pause(t)
 	defer broker.Resume(t)
@@ -409,22 +417,9 @@ func TestPrintStatsEscapesControlCharacters(t *testing.T) {
 // the next claim publishes them, so they would be published twice.
 func TestRunRelayStopSendsNothingItGaveBack(t *testing.T) {
 	t.Parallel()
-	url := testenv.DatabaseURL(t)
 	kafka := testenv.NewProxiedKafka(t, 1)
 	topic := testenv.CreateTopic(t, kafka.Addr(), "cmd-giveback", 1)
-	ctx := context.Background()
-	pool, err := store.Open(ctx, url, "test")
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	env := []string{"DATABASE_URL=" + url, "KAFKA_BOOTSTRAP_SERVERS=" + kafka.Addr(), "HTTP_ADDR=" + freeAddr(t), "LOG_LEVEL=warn"}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	logs := &testenv.SyncBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- run(runCtx, nil, env, io.Discard, logs) }()
-
-	relaytest.MustInsert(t, pool, outbox.Event{Topic: topic})
-	require.Eventually(t, func() bool { return relaytest.Count(t, pool, outbox.StatusPublished) == 1 }, 30*time.Second, 20*time.Millisecond)
+	pool, cancel, done, logs := startPublishing(t, kafka.Addr(), topic)
 
 	kafka.Proxy.Down(t)
 	rows := relaytest.MustInsert(t, pool, outbox.Event{Topic: topic}, outbox.Event{Topic: topic})
