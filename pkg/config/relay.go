@@ -49,6 +49,9 @@ var relayVars = []relayVar{
 	{"OUTBOX_REINDEX_MIN_BYTES", "ReindexMinBytes", false, func(c *relay.Config) any { return &c.ReindexMinBytes }},
 }
 
+// relayVar is one row of relayVars: the variable, the field it sets (as
+// relay.FieldError names it), whether 0 turns the setting off, and the
+// field itself.
 type relayVar struct {
 	name, field string
 	off         bool
