@@ -72,9 +72,40 @@ type Row struct {
 // Lease names the row and the token it was claimed with.
 func (r *Row) Lease() Lease { return Lease{ID: r.ID, Token: r.Token} }
 
-// Record is the Kafka record the row is published as.
+// Record is the Kafka record the row is published as (contract §2): its
+// stored key, or its route id when that is empty, and its stored headers
+// with type and eventId those of the row's event type and id. A row written
+// by other means than the ingestor (an operator's or another service's
+// SQL) may lack them, and downstream de-duplicates on eventId.
 func (r *Row) Record() record.Record {
-	return record.Record{Topic: r.Topic, Key: []byte(r.Key), Value: r.Payload, Headers: r.Headers}
+	key := r.Key
+	if key == "" {
+		key = r.RouteID.String()
+	}
+	hs, id := r.Headers, r.ID.String()
+	if !hasHeader(hs, HeaderType, r.EventType) || !hasHeader(hs, HeaderEventID, id) {
+		m := make(map[string]string, len(hs)+2)
+		for _, h := range hs {
+			m[h.Key] = string(h.Value)
+		}
+		m[HeaderType], m[HeaderEventID] = r.EventType, id
+		hs = OrderHeaders(m)
+	}
+	return record.Record{Topic: r.Topic, Key: []byte(key), Value: r.Payload, Headers: hs}
+}
+
+// hasHeader reports whether hs carry key with value v, and no other value.
+func hasHeader(hs []record.Header, key, v string) bool {
+	found := false
+	for _, h := range hs {
+		if h.Key == key {
+			if string(h.Value) != v {
+				return false
+			}
+			found = true
+		}
+	}
+	return found
 }
 
 // Lease names one claimed row and its lease token. Every change after the

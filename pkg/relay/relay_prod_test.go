@@ -162,7 +162,7 @@ func TestRelayTraces(t *testing.T) {
 	const parentTrace, parentSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	route := uuid.New()
 	with := relaytest.MustInsert(t, b.pool, outbox.Event{RouteID: route.String(), Type: relaytest.RouteGeoRef, Topic: topic,
-		Headers: outbox.OrderHeaders(map[string]string{"type": relaytest.RouteGeoRef, "eventId": "with", "traceparent": "00-" + parentTrace + "-" + parentSpan + "-01"})})[0]
+		Headers: outbox.OrderHeaders(map[string]string{"type": relaytest.RouteGeoRef, "traceparent": "00-" + parentTrace + "-" + parentSpan + "-01"})})[0]
 	without := relaytest.MustInsert(t, b.pool, outbox.Event{Topic: topic})[0]
 	b.start(t, relay.Config{PollInterval: 100 * time.Millisecond, Tracer: tp.Tracer("test")})
 
@@ -202,7 +202,7 @@ func TestRelayTraces(t *testing.T) {
 	for _, rec := range recs {
 		id, _ := rec.Header("eventId")
 		tpv, has := rec.Header("traceparent")
-		if id != "with" {
+		if id != with.ID.String() {
 			require.False(t, has, "no traceparent added to a row that had none")
 			continue
 		}
