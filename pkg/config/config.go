@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -63,21 +65,15 @@ func (c Common) NameVariables(err error, consumer bool) error {
 	if consumer {
 		own = KafkaConsumerPropertyPrefix
 	}
-	reached := func(v string) bool { return strings.HasPrefix(v, KafkaPropertyPrefix) || strings.HasPrefix(v, own) }
-	var vars []string
-	for _, name := range pe.PropertyNames() {
-		for _, v := range c.kafkaVars[name] {
-			if reached(v) {
-				vars = append(vars, v)
-			}
-		}
+	names := pe.PropertyNames()
+	if len(names) == 0 {
+		names = slices.Collect(maps.Keys(c.kafkaVars))
 	}
-	if len(pe.PropertyNames()) == 0 {
-		for _, vs := range c.kafkaVars {
-			for _, v := range vs {
-				if reached(v) {
-					vars = append(vars, v)
-				}
+	var vars []string
+	for _, name := range names {
+		for _, v := range c.kafkaVars[name] {
+			if strings.HasPrefix(v, KafkaPropertyPrefix) || strings.HasPrefix(v, own) {
+				vars = append(vars, v)
 			}
 		}
 	}
